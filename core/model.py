@@ -1,0 +1,184 @@
+"""Frozen value types shared by the CLI, the GUI and every probe: facts, findings, probe results."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Union
+
+# A fact value is plain JSON data so that snapshots and reports round-trip without loss.
+FactValue = Union[None, bool, int, float, str, list[Any], dict[str, Any]]
+
+
+class Severity(enum.IntEnum):
+    """How bad a finding is; the integer order is the display order (worst first = highest)."""
+
+    OK = 0
+    INFO = 1
+    UNKNOWN = 2
+    WARNING = 3
+    ERROR = 4
+
+    @property
+    def label(self) -> str:
+        return self.name.lower()
+
+    @classmethod
+    def parse(cls, text: str) -> Severity:
+        return cls[text.upper()]
+
+
+class ProbeStatus(str, enum.Enum):
+    """How a probe ended. Absent hardware is a status, never an exception."""
+
+    OK = "ok"
+    ABSENT = "absent"  # the thing probed is not there (no NVML library, no driver)
+    DENIED = "denied"  # no permission (kernel log, NVML)
+    ERROR = "error"  # the probe failed for a reason it reports in `message`
+    TIMEOUT = "timeout"  # the probe did not finish in time (a hang is evidence too)
+    CRASHED = "crashed"  # the probed process died by a signal
+    SKIPPED = "skipped"
+
+
+@dataclass(frozen=True)
+class Fact:
+    """One named observation with where it came from.
+
+    Names are dotted lowercase with units in the name (``gpu0.memory_total_mib``).
+    A fact that could not be observed is simply absent from :class:`Facts`: unknown, not false.
+    """
+
+    name: str
+    value: FactValue
+    source: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"value": self.value, "source": self.source}
+
+
+class Facts(Mapping[str, Fact]):
+    """An immutable name -> Fact mapping with typed accessors that return None for unknown."""
+
+    def __init__(self, facts: Iterable[Fact] = ()) -> None:
+        self._facts: dict[str, Fact] = {}
+        for f in facts:
+            self._facts[f.name] = f
+
+    def __getitem__(self, name: str) -> Fact:
+        return self._facts[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._facts)
+
+    def __len__(self) -> int:
+        return len(self._facts)
+
+    def value(self, name: str, default: Any = None) -> Any:
+        f = self._facts.get(name)
+        return default if f is None else f.value
+
+    def known(self, name: str) -> bool:
+        f = self._facts.get(name)
+        return f is not None and f.value is not None
+
+    def merged(self, more: Iterable[Fact]) -> Facts:
+        return Facts([*self._facts.values(), *more])
+
+    def with_prefix(self, prefix: str) -> dict[str, Fact]:
+        return {k: v for k, v in self._facts.items() if k.startswith(prefix)}
+
+    def to_json(self) -> dict[str, Any]:
+        return {k: self._facts[k].to_json() for k in sorted(self._facts)}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Facts:
+        return cls(Fact(k, v.get("value"), str(v.get("source", ""))) for k, v in data.items())
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """One piece of proof: a fact value, or a line of text (with its 1-based line number)."""
+
+    text: str
+    fact: str | None = None
+    line: int | None = None
+    source: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"text": self.text}
+        if self.fact is not None:
+            out["fact"] = self.fact
+        if self.line is not None:
+            out["line"] = self.line
+        if self.source:
+            out["source"] = self.source
+        return out
+
+
+@dataclass(frozen=True)
+class Finding:
+    """A check's verdict: what happened, why it matters, what to do, and the evidence."""
+
+    id: str
+    severity: Severity
+    title: str
+    explanation: str
+    evidence: tuple[Evidence, ...] = ()
+    fixes: tuple[str, ...] = ()
+    group: str = "general"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "severity": self.severity.label,
+            "title": self.title,
+            "explanation": self.explanation,
+            "evidence": [e.to_json() for e in self.evidence],
+            "fixes": list(self.fixes),
+            "group": self.group,
+        }
+
+
+@dataclass(frozen=True)
+class ProbeResult:
+    """What one probe returned: its status, a human message, and its facts."""
+
+    probe: str
+    status: ProbeStatus
+    facts: tuple[Fact, ...] = ()
+    message: str = ""
+    duration_s: float = 0.0
+    stderr_tail: tuple[str, ...] = field(default=())
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "probe": self.probe,
+            "status": self.status.value,
+            "message": self.message,
+            "duration_s": round(self.duration_s, 3),
+        }
+
+
+@dataclass(frozen=True)
+class Target:
+    """A Python interpreter to inspect, and where we found it."""
+
+    python: str
+    label: str
+    kind: str = "current"  # current | kernelspec | conda | running-kernel | venv | path
+    env: tuple[tuple[str, str], ...] = ()  # extra environment (a kernelspec's env block)
+    pid: int | None = None  # a running kernel's PID, when the target is one
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"python": self.python, "label": self.label, "kind": self.kind}
+        if self.env:
+            out["env"] = dict(self.env)
+        if self.pid is not None:
+            out["pid"] = self.pid
+        return out
+
+
+def sort_findings(findings: Iterable[Finding]) -> list[Finding]:
+    """Worst first; ties keep a stable order by group then id."""
+    return sorted(findings, key=lambda f: (-int(f.severity), f.group, f.id))

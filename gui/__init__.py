@@ -1,0 +1,1 @@
+"""tfdoctor desktop app (PySide6 + pyqtgraph) on top of tfdoctor.core."""

@@ -1,0 +1,62 @@
+"""Shared fixtures: real interpreters and real crashing 'TensorFlow' packages for the target probe."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+REPO = Path(__file__).resolve().parents[1]
+FIXTURES = Path(__file__).parent / "fixtures"
+SNAPSHOTS = FIXTURES / "snapshots"
+CORPUS = REPO.parent / "shared" / "corpus" / "dev"
+
+
+@pytest.fixture(scope="session")
+def bare_python(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A real Python interpreter (a fresh venv without pip) that has no TensorFlow."""
+    root = tmp_path_factory.mktemp("bare-venv")
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(root)], check=True)
+    return str(root / "bin" / "python")
+
+
+def fake_tf_dir(tmp_path: Path, body: str) -> Path:
+    """A folder holding a `tensorflow` package whose import runs `body` (for real crashes)."""
+    pkg = tmp_path / "fake_tf" / "tensorflow"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text(textwrap.dedent(body))
+    return pkg.parent
+
+
+# Real crashes, not simulated ones: a NULL read, a real ud2 instruction, abort(3), a hang.
+SEGFAULT = """
+import ctypes, sys
+sys.stderr.write("I tensorflow/core/platform/cpu_feature_guard.cc:182] loading\\n")
+ctypes.string_at(0)
+"""
+ILLEGAL_INSTRUCTION = """
+import ctypes, mmap
+buf = mmap.mmap(-1, mmap.PAGESIZE, prot=mmap.PROT_READ | mmap.PROT_WRITE | mmap.PROT_EXEC)
+buf.write(b"\\x0f\\x0b")  # ud2: the CPU raises #UD -> SIGILL, as on a CPU without AVX
+addr = ctypes.addressof(ctypes.c_char.from_buffer(buf))
+ctypes.CFUNCTYPE(None)(addr)()
+"""
+ABORT = """
+import os, sys
+sys.stderr.write("F tensorflow/core/framework/op.cc:123] Check failed: fatal\\n")
+sys.stderr.flush()
+os.abort()
+"""
+HANG = """
+import threading
+threading.Event().wait()
+"""
+BROKEN = """
+raise ImportError("libcudart.so.11.0: cannot open shared object file: No such file or directory")
+"""
