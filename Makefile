@@ -21,7 +21,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports
-	$(BIN)/mypy core
+	$(BIN)/mypy -p tfdoctor.core
 
 test: lint
 	QT_QPA_PLATFORM=offscreen $(BIN)/python -m pytest -q

@@ -106,7 +106,7 @@ def ev(facts: Facts, *names: str) -> tuple[Evidence, ...]:
     """Evidence from known facts (unknown ones are left out)."""
     out = []
     for n in names:
-        if n in facts:
+        if facts.known(n):
             f = facts[n]
             out.append(Evidence(f"{n} = {_short(f.value)}", fact=n, source=f.source))
     return tuple(out)
@@ -336,8 +336,12 @@ def check_cuda_build(facts: Facts, ctx: CheckContext) -> Iterator[Finding]:
             f"TensorFlow is a CUDA build (CUDA {facts.value('tf.build_cuda_version')}, "
             f"cuDNN {facts.value('tf.build_cudnn_version')})",
             "The build can use NVIDIA GPUs when the driver and CUDA libraries are right.",
-            ev(facts, "tf.build_cuda_version", "tf.build_cudnn_version",
-               "tf.build_compute_capabilities"),
+            ev(
+                facts,
+                "tf.build_cuda_version",
+                "tf.build_cudnn_version",
+                "tf.build_compute_capabilities",
+            ),
             (),
             "tensorflow",
         )
@@ -517,6 +521,7 @@ def check_gpu_visible(facts: Facts, ctx: CheckContext) -> Iterator[Finding]:
     cuinit = ctx.lines("cuinit_failed")
     no_driver = ctx.lines("no_cuda_driver")
     base = ev(facts, "tf.gpu_count", "gpu.count", "nvml.status")
+    fixes: tuple[str, ...]
     if not n_nvml:
         # No GPU in NVML either: on a machine without NVIDIA hardware this is expected.
         yield Finding(
@@ -531,10 +536,35 @@ def check_gpu_visible(facts: Facts, ctx: CheckContext) -> Iterator[Finding]:
             "gpu",
         )
         return
+    compat = knowledge.load()
+    driver, build_cuda = facts.value("nvidia.driver_version"), facts.value("tf.build_cuda_version")
+    driver_old = bool(driver and build_cuda) and (
+        compat.driver_supports(str(driver), str(build_cuda)) is False
+    )
+    tfv = str(facts.value("tf.version") or "")
+    too_old = [
+        str(facts.value(f"gpu{i}.compute_capability"))
+        for i in gpu_indexes(facts)
+        if facts.value(f"gpu{i}.compute_capability")
+        and compat.cc_support(tfv, str(facts.value(f"gpu{i}.compute_capability"))).verdict.name
+        == "UNSUPPORTED"
+    ]
     if cvd is not None and (cvd.strip() in ("", "-1") or not _cvd_selects_any(cvd, n_nvml)):
         why, fixes = (
             f"CUDA_VISIBLE_DEVICES={cvd!r} hides every GPU from this environment.",
             ("unset_cuda_visible_devices",),
+        )
+    elif driver_old:
+        why, fixes = (
+            f"The NVIDIA driver {driver} is too old for the CUDA {build_cuda} this TensorFlow "
+            "was built with, so CUDA cannot start.",
+            ("upgrade_driver", "install_tf_and_cuda"),
+        )
+    elif too_old and len(too_old) == len(gpu_indexes(facts)):
+        why, fixes = (
+            f"TensorFlow {tfv} ignores GPUs of compute capability {', '.join(too_old)}: its "
+            "wheels carry no code for them.",
+            ("supported_gpu_tensorflow",),
         )
     elif dlopen:
         libs = sorted({m.group("lib") for _, _, m in dlopen if "lib" in m.groupdict()})
@@ -589,8 +619,13 @@ def check_compute_capability(facts: Facts, ctx: CheckContext) -> Iterator[Findin
         name = facts.value(f"gpu{i}.name") or f"GPU {i}"
         arch = compat.architecture(str(cc)) or "unknown architecture"
         evidence = (
-            *ev(facts, f"gpu{i}.name", f"gpu{i}.compute_capability", "tf.version",
-                "tf.build_compute_capabilities"),
+            *ev(
+                facts,
+                f"gpu{i}.name",
+                f"gpu{i}.compute_capability",
+                "tf.version",
+                "tf.build_compute_capabilities",
+            ),
             *line_ev(ctx.lines("gpu_cc_ignored") + ctx.lines("ptx_jit")),
         )
         verdict = sup.verdict.name
@@ -645,22 +680,32 @@ def check_gpu_health(facts: Facts, ctx: CheckContext) -> Iterator[Finding]:
         name = facts.value(f"gpu{i}.name") or f"GPU {i}"
         ecc = facts.value(f"gpu{i}.ecc_uncorrected_volatile")
         pages = facts.value(f"gpu{i}.retired_pages") or {}
-        if (isinstance(ecc, int) and ecc > 0) or (isinstance(pages, dict) and pages.get("pending")):
+        rows = facts.value(f"gpu{i}.remapped_rows") or {}
+        pending = any(isinstance(d, dict) and d.get("pending") for d in (pages, rows))
+        failed = isinstance(rows, dict) and bool(rows.get("failed"))
+        if (isinstance(ecc, int) and ecc > 0) or pending or failed:
             yield Finding(
                 f"gpu{i}.ecc_errors",
                 S.ERROR,
                 f"{name} reports uncorrected memory (ECC) errors",
-                "Uncorrectable ECC errors or retired pages waiting for a reboot mean the GPU's "
-                "memory returned bad data: training can crash with 'illegal memory access' or "
-                "produce NaNs. Reboot to retire the pages; if errors keep coming, the card "
-                "needs service.",
-                ev(facts, f"gpu{i}.ecc_uncorrected_volatile", f"gpu{i}.retired_pages"),
+                "Uncorrectable ECC errors, or retired pages / remapped rows waiting for a GPU "
+                "reset, mean the GPU's memory returned bad data: training can crash with "
+                "'illegal memory access' or produce NaNs. Reset the GPU or reboot so the repair "
+                "takes effect; if errors keep coming (or a remapping failed), the card needs "
+                "service.",
+                ev(
+                    facts,
+                    f"gpu{i}.ecc_uncorrected_volatile",
+                    f"gpu{i}.retired_pages",
+                    f"gpu{i}.remapped_rows",
+                ),
                 ("check_gpu_hardware",),
                 "gpu",
             )
         reasons = facts.value(f"gpu{i}.throttle_reasons") or []
-        bad = [r for r in reasons if r in ("hw_slowdown", "hw_thermal", "sw_thermal",
-                                           "hw_power_brake")]
+        bad = [
+            r for r in reasons if r in ("hw_slowdown", "hw_thermal", "sw_thermal", "hw_power_brake")
+        ]
         if bad:
             yield Finding(
                 f"gpu{i}.throttling",
@@ -682,7 +727,8 @@ def check_vram_holders(facts: Facts, ctx: CheckContext) -> Iterator[Finding]:
     for i in gpu_indexes(facts):
         total = facts.value(f"gpu{i}.memory_total_mib")
         others = [
-            p for p in other_gpu_processes(facts, i)
+            p
+            for p in other_gpu_processes(facts, i)
             if (p.get("used_mib") or 0) >= OTHER_PROCESS_MIN_MIB or p.get("is_jupyter_kernel")
         ]
         if not others:
@@ -696,8 +742,11 @@ def check_vram_holders(facts: Facts, ctx: CheckContext) -> Iterator[Finding]:
             f"gpu{i}.vram_held_by_others",
             S.WARNING if big or kernels else S.INFO,
             f"Other processes hold {gib(held)} of {name}'s memory"
-            + (f" ({len(kernels)} Jupyter kernel{'s' if len(kernels) > 1 else ''})"
-               if kernels else ""),
+            + (
+                f" ({len(kernels)} Jupyter kernel{'s' if len(kernels) > 1 else ''})"
+                if kernels
+                else ""
+            ),
             f"{lines}. Memory held by another process is not available to your training: a "
             "forgotten notebook kernel keeps its VRAM until it is shut down (TensorFlow never "
             "gives memory back while the kernel lives). Shut down kernels you no longer use.",
@@ -713,7 +762,10 @@ def check_vram_holders(facts: Facts, ctx: CheckContext) -> Iterator[Finding]:
 @check(NVML)
 def check_free_vram(facts: Facts, ctx: CheckContext) -> Iterator[Finding]:
     for i in gpu_indexes(facts):
-        total, free = facts.value(f"gpu{i}.memory_total_mib"), facts.value(f"gpu{i}.memory_free_mib")
+        total, free = (
+            facts.value(f"gpu{i}.memory_total_mib"),
+            facts.value(f"gpu{i}.memory_free_mib"),
+        )
         if not isinstance(total, (int, float)) or not isinstance(free, (int, float)) or total <= 0:
             continue
         name = facts.value(f"gpu{i}.name") or f"GPU {i}"
@@ -725,8 +777,12 @@ def check_free_vram(facts: Facts, ctx: CheckContext) -> Iterator[Finding]:
                 "A new TensorFlow process will hit 'OOM when allocating tensor' or fail to "
                 "create cuDNN/cuBLAS handles with this little free memory. Free it first (see "
                 "the processes holding it) or cap what TensorFlow takes.",
-                ev(facts, f"gpu{i}.memory_free_mib", f"gpu{i}.memory_total_mib",
-                   f"gpu{i}.memory_used_mib"),
+                ev(
+                    facts,
+                    f"gpu{i}.memory_free_mib",
+                    f"gpu{i}.memory_total_mib",
+                    f"gpu{i}.memory_used_mib",
+                ),
                 ("stop_gpu_process", "memory_limit"),
                 "memory",
             )
@@ -783,7 +839,8 @@ def check_allocator_env(facts: Facts, ctx: CheckContext) -> Iterator[Finding]:
         )
     elif growth_on:
         what = (
-            "TF_GPU_ALLOCATOR=cuda_malloc_async" if allocator == "cuda_malloc_async"
+            "TF_GPU_ALLOCATOR=cuda_malloc_async"
+            if allocator == "cuda_malloc_async"
             else "TF_FORCE_GPU_ALLOW_GROWTH=true"
         )
         yield Finding(
@@ -839,13 +896,14 @@ def check_loaded_libs(facts: Facts, ctx: CheckContext) -> Iterator[Finding]:
         want = _major(facts.value(build_fact))
         loaded = [lib for lib in libs if str(lib.get("name", "")).startswith(prefix)]
         wrong = [lib for lib in loaded if want and _major(lib.get("version")) not in (want, None)]
+        got = wrong[0].get("version") if wrong else "?"
+        where = wrong[0].get("path") if wrong else "see the log lines"
         if wrong or (kind == "cuDNN" and evidence_lines):
             yield Finding(
                 f"cuda.loaded_{prefix.split('.')[0][3:]}_mismatch",
                 S.ERROR,
-                f"TensorFlow loaded {kind} {wrong[0].get('version') if wrong else '?'} but was "
-                f"built for {facts.value(build_fact)}",
-                f"The {kind} library TensorFlow actually loaded ({wrong[0].get('path') if wrong else 'see log'})"
+                f"TensorFlow loaded {kind} {got} but was built for {facts.value(build_fact)}",
+                f"The {kind} library TensorFlow actually loaded ({where})"
                 " is a different major version than the one it was built with. Expect "
                 "'DNN library is not found', 'Loaded runtime CuDNN library ... but source was "
                 "compiled with', or crashes. Usually an older copy earlier in LD_LIBRARY_PATH "
@@ -868,6 +926,9 @@ def check_multiple_cuda(facts: Facts, ctx: CheckContext) -> Iterator[Finding]:
                 m = _major(w.get("version"))
                 if m:
                     majors.add(m)
+        wanted = facts.value(
+            "tf.build_cudnn_version" if "cudnn" in fact else "tf.build_cuda_version"
+        )
         if len(majors) > 1:
             yield Finding(
                 f"cuda.multiple_{'cudnn' if 'cudnn' in fact else 'runtime'}_versions",
@@ -877,7 +938,7 @@ def check_multiple_cuda(facts: Facts, ctx: CheckContext) -> Iterator[Finding]:
                 "it (system libraries, LD_LIBRARY_PATH, CUDA toolkits, pip wheels). Which one "
                 "loads depends on search order, a common cause of version-mismatch errors. "
                 f"TensorFlow {facts.value('tf.version', '')} wants {label} "
-                f"{facts.value('tf.build_cudnn_version' if 'cudnn' in fact else 'tf.build_cuda_version', '?')}.",
+                f"{wanted or '?'}.",
                 ev(facts, fact, "cuda.ld_library_path", "cuda.toolkits", "target.pip_nvidia"),
                 ("remove_conflicting_cuda",),
                 "cuda",
@@ -901,7 +962,11 @@ def check_xla_tools(facts: Facts, ctx: CheckContext) -> Iterator[Finding]:
     hits = ctx.lines("libdevice_missing") + ctx.lines("ptxas_missing")
     evidence = (*ev(facts, "cuda.ptxas", "target.pip_ptxas", "cuda.libdevice"), *line_ev(hits))
     if not ptxas or not (libdevice or pip_nvcc) or hits:
-        missing = [w for w, ok in (("ptxas", bool(ptxas)), ("libdevice", bool(libdevice or pip_nvcc))) if not ok]
+        missing = [
+            w
+            for w, ok in (("ptxas", bool(ptxas)), ("libdevice", bool(libdevice or pip_nvcc)))
+            if not ok
+        ]
         yield Finding(
             "cuda.xla_tools_missing",
             S.WARNING,
@@ -972,18 +1037,22 @@ def check_host_memory(facts: Facts, ctx: CheckContext) -> Iterator[Finding]:
             "memory",
         )
     avail = facts.value("mem.available_mib")
-    if isinstance(avail, (int, float)) and isinstance(total, (int, float)) and total > 0:
-        if avail < 0.1 * total:
-            yield Finding(
-                "mem.low_available",
-                S.WARNING,
-                f"Only {gib(avail)} of RAM is available now",
-                "Other programs already use most of the RAM; a training run that loads data "
-                "into memory is likely to be OOM-killed.",
-                ev(facts, "mem.available_mib", "mem.total_mib"),
-                ("stream_tf_data",),
-                "memory",
-            )
+    if (
+        isinstance(avail, (int, float))
+        and isinstance(total, (int, float))
+        and total > 0
+        and avail < 0.1 * total
+    ):
+        yield Finding(
+            "mem.low_available",
+            S.WARNING,
+            f"Only {gib(avail)} of RAM is available now",
+            "Other programs already use most of the RAM; a training run that loads data "
+            "into memory is likely to be OOM-killed.",
+            ev(facts, "mem.available_mib", "mem.total_mib"),
+            ("stream_tf_data",),
+            "memory",
+        )
 
 
 @check(SYSTEM)
@@ -1019,7 +1088,8 @@ def check_kernel_log(facts: Facts, ctx: CheckContext) -> Iterator[Finding]:
         codes = sorted({str(x.get("xid")) for x in xids})
         yield Finding(
             "system.xid_errors",
-            S.ERROR if any(c in ("48", "63", "64", "74", "79", "92", "94", "95") for c in codes)
+            S.ERROR
+            if any(c in ("48", "63", "64", "74", "79", "92", "94", "95") for c in codes)
             else S.WARNING,
             f"The NVIDIA driver logged Xid errors ({', '.join(codes)})",
             "Xid lines are the driver reporting a GPU fault: 13/31/43 are usually a program's "

@@ -9,10 +9,13 @@ import os
 import shutil
 import sys
 import textwrap
-from collections.abc import Sequence
-from typing import Any, TextIO
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, TextIO
 
 from tfdoctor.core import __version__
+
+if TYPE_CHECKING:
+    from tfdoctor.core.scan import CheckReport
 
 EXIT_OK, EXIT_FINDINGS, EXIT_UNUSABLE = 0, 1, 2
 
@@ -64,11 +67,15 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--python", metavar="PATH", help="the interpreter your notebook/script uses")
     c.add_argument("--json", action="store_true", help="print the full report as JSON")
     c.add_argument(
-        "--timeout", type=float, default=180.0, metavar="S",
+        "--timeout",
+        type=float,
+        default=180.0,
+        metavar="S",
         help="give up on the TensorFlow probe after S seconds (default 180)",
     )
     c.add_argument(
-        "--snapshot", metavar="FILE",
+        "--snapshot",
+        metavar="FILE",
         help="use a recorded machine snapshot (from `tfdoctor capture`) instead of this "
         "machine's NVIDIA driver, system and CUDA facts",
     )
@@ -95,7 +102,13 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+OpenApp = Callable[[bool], int]
+
+
+def main(argv: Sequence[str] | None = None, open_app: OpenApp | None = None) -> int:
+    """Run the CLI. `open_app(smoke_test)` opens the desktop app; the GUI layer passes it in
+    (`tfdoctor.gui.entry`), so core never imports the GUI.
+    """
     parser = build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(
@@ -104,7 +117,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     try:
         if args.command is None:
-            return _open_app(smoke_test=args.smoke_test)
+            if open_app is None:
+                return _fail("the desktop app is not available here; `tfdoctor check` works")
+            return open_app(args.smoke_test)
         if args.command == "check":
             return cmd_check(args)
         if args.command == "envs":
@@ -121,14 +136,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _fail(msg: str) -> int:
     print(f"tfdoctor: {msg}", file=sys.stderr)
     return EXIT_UNUSABLE
-
-
-def _open_app(smoke_test: bool) -> int:
-    try:
-        from tfdoctor.gui.app import main as gui_main
-    except ImportError as exc:
-        return _fail(f"cannot open the app ({exc}); `tfdoctor check` works without it")
-    return gui_main(smoke_test=smoke_test)
 
 
 def cmd_check(args: argparse.Namespace) -> int:
@@ -158,15 +165,15 @@ def cmd_check(args: argparse.Namespace) -> int:
 
     run = CheckRun(target, timeout_s=args.timeout, snapshot=args.snapshot).start()
     progress = sys.stderr.isatty() and not args.json
-    seq = 0
+    last = 0
     while not run.done:
         run.wait(0.1)
-        for seq, (kind, data) in run.events.since(seq):
+        for last, (kind, data) in run.events.since(last):  # noqa: B007, B020 - cursor
             if progress and kind == "stage":
                 print(f"\r\033[K  probing: {data}…", end="", file=sys.stderr, flush=True)
     if progress:
         print("\r\033[K", end="", file=sys.stderr, flush=True)
-    report = run.wait()
+    report: CheckReport | None = run.wait()
     assert report is not None
     if args.json:
         json.dump(report.to_json(), sys.stdout, indent=2, default=str)
@@ -177,7 +184,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     return report.exit_code
 
 
-def render_report(report: Any, paint: Painter, show_ok: bool = False) -> str:
+def render_report(report: CheckReport, paint: Painter, show_ok: bool = False) -> str:
     """The terminal view: a header, then findings grouped, worst group first, worst first."""
     from tfdoctor.core.knowledge import catalog
 

@@ -38,7 +38,7 @@ CATALOGUE: dict[str, str] = {
     "tf.smoke_ok": "a matmul and a conv ran on GPU:0",
     "tf.smoke_error": "the error the GPU smoke test raised",
     "tf.smoke_s": "seconds the GPU smoke test took",
-    "tf.loaded_libs": "CUDA/cuDNN/cuBLAS/NVIDIA libraries mapped into the target: {name, path, version}",
+    "tf.loaded_libs": "CUDA/cuDNN/cuBLAS libraries mapped into the target: {name, path, version}",
     # --- NVML (core/probes/nvml.py) ---
     "nvml.status": "ok | library_not_found | driver_not_loaded | version_mismatch | "
     "no_permission | gpu_lost | timeout | error",
@@ -94,6 +94,7 @@ CATALOGUE: dict[str, str] = {
     "cuda.ldconfig_libs": "CUDA-family libs in the ldconfig cache: {name, path, version}",
     "cuda.ld_library_path": "LD_LIBRARY_PATH entries",
     "cuda.ld_library_path_libs": "CUDA-family libs in LD_LIBRARY_PATH dirs: {name, path, version}",
+    "cuda.extra_libs": "CUDA-family libs in caller-given lib dirs (pip nvidia-* wheels)",
     "cuda.toolkits": "CUDA toolkits under /usr/local and /opt: {path, version}",
     "cuda.nvcc": "nvcc on PATH or in a toolkit: {path, version}",
     "cuda.ptxas": "ptxas found: list of {path, version}",

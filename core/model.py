@@ -5,10 +5,10 @@ from __future__ import annotations
 import enum
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import Any
 
 # A fact value is plain JSON data so that snapshots and reports round-trip without loss.
-FactValue = Union[None, bool, int, float, str, list[Any], dict[str, Any]]
+FactValue = None | bool | int | float | str | list[Any] | dict[str, Any]
 
 
 class Severity(enum.IntEnum):
@@ -29,7 +29,7 @@ class Severity(enum.IntEnum):
         return cls[text.upper()]
 
 
-class ProbeStatus(str, enum.Enum):
+class ProbeStatus(enum.StrEnum):
     """How a probe ended. Absent hardware is a status, never an exception."""
 
     OK = "ok"

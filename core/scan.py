@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -11,7 +12,7 @@ import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -294,7 +295,7 @@ def capture_machine(path: str | os.PathLike[str], provenance: str = "") -> dict[
     data["system_facts"] = Facts(system.collect().facts).to_json()
     data["cudalibs_facts"] = Facts(cudalibs.collect().facts).to_json()
     data["captured_by"] = f"tfdoctor {__version__}"
-    data["captured_at"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    data["captured_at"] = datetime.now(UTC).isoformat(timespec="seconds")
     atomic_write_text(Path(path), json.dumps(data, indent=1, sort_keys=True) + "\n")
     return {"nvml_status": result.status.value, "path": str(path), "gpus": _gpu_count(result)}
 
@@ -320,8 +321,6 @@ def atomic_write_text(path: Path, text: str) -> None:
             os.fsync(fh.fileno())
         os.replace(tmp, path)
     except BaseException:
-        try:
+        with contextlib.suppress(OSError):
             os.unlink(tmp)
-        except OSError:
-            pass
         raise

@@ -1,4 +1,4 @@
-"""Shared fixtures: real interpreters and real crashing 'TensorFlow' packages for the target probe."""
+"""Shared fixtures: real interpreters and real crashing 'TensorFlow' packages for the probe."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Find candidate target interpreters: this one, Jupyter kernelspecs, conda envs, running kernels."""
+"""Find target interpreters: this one, Jupyter kernelspecs, conda envs, running kernels."""
 
 from __future__ import annotations
 
@@ -29,7 +29,11 @@ def kernelspec_python(argv0: str, resource_dir: str, env: Mapping[str, str]) -> 
     if os.path.isabs(argv0):
         return argv0
     parts = Path(resource_dir).parts
-    if argv0 in _BARE_PYTHONS and len(parts) >= 4 and parts[-4:-1] == ("share", "jupyter", "kernels"):
+    if (
+        argv0 in _BARE_PYTHONS
+        and len(parts) >= 4
+        and parts[-4:-1] == ("share", "jupyter", "kernels")
+    ):
         prefix = Path(*parts[:-4])
         for cand in (prefix / "bin" / argv0, prefix / "bin" / "python3", prefix / "python.exe"):
             if cand.exists():

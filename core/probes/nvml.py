@@ -14,7 +14,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -354,6 +354,10 @@ class ReplayNvml:
     before :func:`collect` learned a new call still replay. Repeated calls with the same
     arguments get the recorded answers in order, then the last one again. A call recorded as
     in flight (``"hung": true``) blocks until :meth:`release`.
+
+    Raises:
+        ImportError: on construction, when nvidia-ml-py (pynvml) is not installed: replay
+            raises its real exception classes.
     """
 
     def __init__(self, snapshot: Snapshot) -> None:
@@ -454,6 +458,9 @@ class RecordingNvml:
 
     Each call is stored as ``{"fn", "args", "result"}`` or ``{"fn", "args", "error"}`` with
     device handles replaced by their index, ready for :class:`ReplayNvml`.
+
+    Raises:
+        Whatever the wrapped call raises (an ``NVMLError``), unchanged, after logging it.
     """
 
     def __init__(self, inner: Any) -> None:
@@ -871,6 +878,35 @@ class _Session:
         return out
 
 
+# id(nvml object) -> (the object, its stuck probe thread, that thread's session)
+_STUCK: dict[int, tuple[Any, threading.Thread, _Session]] = {}
+_STUCK_LOCK = threading.Lock()
+
+
+def _timeout_result(
+    source: str, read: list[Fact], stuck: str, timeout_s: float, started: float, earlier: bool
+) -> ProbeResult:
+    log.warning("NVML did not answer within %.3g s (stuck in %s)", timeout_s, stuck)
+    facts = [f for f in read if not f.name.startswith("nvml.")]
+    facts.append(Fact("nvml.status", "timeout", source))
+    if earlier:
+        error = f"an earlier probe is still waiting for {stuck}"
+    else:
+        error = f"no answer from {stuck} after {timeout_s:g} s"
+    facts.append(Fact("nvml.error", error, source))
+    return ProbeResult(
+        probe=PROBE,
+        status=ProbeStatus.TIMEOUT,
+        facts=tuple(facts),
+        message=(
+            f"NVML stopped answering ({error}). A GPU may have fallen off the bus or the "
+            "driver is wedged: look for Xid errors in `sudo dmesg | grep -i xid`; a reboot is "
+            "usually needed."
+        ),
+        duration_s=time.monotonic() - started,
+    )
+
+
 def _live_kernel_lookup(info: ProcessInfoProvider) -> KernelLookup:
     def lookup(pid: int, kernel_id: str | None) -> KernelLocation:
         return locate_kernel(pid, kernel_id, info=info)
@@ -905,7 +941,13 @@ def collect(
         source: the facts' source; 'nvml' live, 'nvml-snapshot:<file>' on replay.
 
     Returns:
-        The probe result (probe 'nvml'). On TIMEOUT it holds the facts read before the stall.
+        The probe result (probe 'nvml'). On TIMEOUT it holds the facts read before the stall;
+        while that call stays stuck, later calls with the same ``nvml`` object return TIMEOUT
+        at once instead of queueing another thread behind it.
+
+    Raises:
+        Nothing for machine states: NVML errors, a hang, a missing pynvml and unexpected
+        exceptions inside the probe all come back as a status with a message.
     """
     started = time.monotonic()
     try:
@@ -934,27 +976,23 @@ def collect(
     if timeout_s is None:
         session.run()
     else:
+        with _STUCK_LOCK:
+            earlier = _STUCK.get(id(nvml))
+            if earlier is not None and not earlier[1].is_alive():
+                del _STUCK[id(nvml)]
+                earlier = None
+        if earlier is not None:
+            # A thread is still inside NVML from an earlier probe: another would just pile up
+            # behind the same driver lock. Report the stall again instead.
+            return _timeout_result(source, [], earlier[2].current, timeout_s, started, True)
         worker = threading.Thread(target=session.run, name="tfdoctor-nvml-probe", daemon=True)
         worker.start()
         worker.join(timeout_s)
         if worker.is_alive():
-            stuck = session.current
-            log.warning("NVML did not answer within %.3g s (stuck in %s)", timeout_s, stuck)
-            facts = [f for f in session.facts if not f.name.startswith("nvml.")]
-            facts.append(Fact("nvml.status", "timeout", source))
-            facts.append(
-                Fact("nvml.error", f"no answer from {stuck} after {timeout_s:g} s", source)
-            )
-            return ProbeResult(
-                probe=PROBE,
-                status=ProbeStatus.TIMEOUT,
-                facts=tuple(facts),
-                message=(
-                    f"NVML stopped answering (stuck in {stuck} for more than {timeout_s:g} s). "
-                    "A GPU may have fallen off the bus or the driver is wedged: look for Xid "
-                    "errors in `sudo dmesg | grep -i xid`; a reboot is usually needed."
-                ),
-                duration_s=time.monotonic() - started,
+            with _STUCK_LOCK:
+                _STUCK[id(nvml)] = (nvml, worker, session)
+            return _timeout_result(
+                source, session.facts, session.current, timeout_s, started, False
             )
     return ProbeResult(
         probe=PROBE,
@@ -1050,7 +1088,7 @@ def record(
         nvml_calls=tuple(recorder.calls),
         processes=dict(procs.processes),
         jupyter=dict(procs.jupyter),
-        recorded_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        recorded_at=datetime.now(UTC).isoformat(timespec="seconds"),
         host=_host_info(),
         provenance=provenance or "recorded live by tfdoctor.core.probes.nvml.capture",
     )

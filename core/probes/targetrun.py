@@ -1,4 +1,4 @@
-"""Run the standalone TF probe in a target interpreter, supervised: timeout, stderr kept, crash named."""
+"""Run the TF probe in a target interpreter, supervised: timeout, output kept, crash named."""
 
 from __future__ import annotations
 

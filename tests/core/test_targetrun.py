@@ -140,5 +140,7 @@ def test_cancel_stops_the_probe(tmp_path: Path) -> None:
 
     run = run_probe(t, timeout_s=60, on_stage=on_stage, cancel=cancel)
     assert run.result.status is ProbeStatus.SKIPPED
-    assert not any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE
-                   for p in psutil.Process(os.getpid()).children(recursive=True))
+    assert not any(
+        p.is_running() and p.status() != psutil.STATUS_ZOMBIE
+        for p in psutil.Process(os.getpid()).children(recursive=True)
+    )

@@ -7,6 +7,7 @@ one record per observation, flushed at once, so a crash or a hang still leaves e
 reached. Must keep working on old Pythons (3.6+) where tfdoctor is not installed.
 """
 
+import contextlib
 import faulthandler
 import json
 import os
@@ -212,10 +213,8 @@ def smoke_test(tf, gpus):
     # Memory growth so that the probe takes only what it needs: TF's default grabs nearly all
     # free VRAM, which could push another process on this GPU into an OOM.
     for g in gpus:
-        try:
+        with contextlib.suppress(Exception):
             tf.config.experimental.set_memory_growth(g, True)
-        except Exception:
-            pass
     t0 = time.time()
     try:
         with tf.device("/GPU:0"):
@@ -254,7 +253,7 @@ def main():
     if len(sys.argv) != 2:
         sys.stderr.write("usage: probe_tf.py OUTFILE\n")
         return 2
-    _out = open(sys.argv[1], "a")
+    _out = open(sys.argv[1], "a")  # noqa: SIM115 - lives as long as the process
     # A native crash leaves a Python stack on stderr; SIGUSR1 dumps all stacks (hang evidence).
     faulthandler.enable(all_threads=True)
     if hasattr(signal, "SIGUSR1"):

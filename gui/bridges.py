@@ -1,0 +1,212 @@
+"""Bridges from core's threads to Qt signals: poll core buffers and futures from a GUI QTimer."""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
+
+from PySide6.QtCore import QObject, QTimer, Signal
+
+from tfdoctor.core.model import Target
+from tfdoctor.core.probes import envs, targetrun
+from tfdoctor.core.scan import CheckRun
+
+log = logging.getLogger(__name__)
+
+POLL_MS = 50
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return text or type(exc).__name__
+
+
+def _prepare_run(
+    target: Target,
+    snapshot: str | os.PathLike[str] | None,
+    timeout_s: float,
+    cancelled: threading.Event,
+) -> CheckRun | None:
+    """Worker thread: validate the interpreter (a subprocess, up to seconds), then start the run.
+
+    Returns None when the user cancelled while the interpreter was being validated.
+    """
+    targetrun.python_version(target.python)
+    if cancelled.is_set():
+        return None
+    return CheckRun(target, timeout_s=timeout_s, snapshot=snapshot).start()
+
+
+class CheckBridge(QObject):
+    """Runs one core CheckRun at a time and re-emits its events as Qt signals on the GUI thread.
+
+    Everything slow (validating the interpreter, the probes) happens in core threads; this
+    object only polls `CheckRun.events.since(seq)` and a validation Future from a QTimer.
+    """
+
+    sig_check_started = Signal(object)  # Target, once validated and the probes are running
+    sig_probe_started = Signal(str)  # probe name (see core.scan.PROBE_LABELS)
+    sig_probe_finished = Signal(object)  # ProbeResult
+    sig_stage_changed = Signal(str)  # human label of the target probe's stage
+    sig_finding_added = Signal(object)  # Finding
+    sig_check_finished = Signal(object)  # CheckReport (report.cancelled when cancelled)
+    sig_check_cancelled = Signal()  # cancelled before any probe ran: no report
+    sig_check_failed = Signal(str)  # one-line reason the check could not run at all
+
+    def __init__(
+        self,
+        parent: QObject | None = None,
+        *,
+        timeout_s: float = targetrun.DEFAULT_TIMEOUT_S,
+        poll_ms: int = POLL_MS,
+    ) -> None:
+        super().__init__(parent)
+        self.timeout_s = timeout_s
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tfdoctor-validate")
+        self._timer = QTimer(self)
+        self._timer.setInterval(poll_ms)
+        self._timer.timeout.connect(self._on_timer_tick)
+        self._pending: Future[CheckRun | None] | None = None
+        self._cancel_requested = threading.Event()
+        self._run: CheckRun | None = None
+        self._seq = 0
+        self._target: Target | None = None
+        pool = self._pool  # not self: the wrapper may be half gone when `destroyed` fires
+        self.destroyed.connect(lambda *_: pool.shutdown(wait=False, cancel_futures=True))
+
+    # -- public
+
+    @property
+    def running(self) -> bool:
+        """True from start() until a finished/cancelled/failed signal."""
+        return self._pending is not None or self._run is not None
+
+    @property
+    def cancelling(self) -> bool:
+        return self.running and self._cancel_requested.is_set()
+
+    @property
+    def target(self) -> Target | None:
+        return self._target
+
+    def start(self, target: Target, snapshot: str | os.PathLike[str] | None = None) -> None:
+        """Validate `target` and start a check, both off the GUI thread; returns at once.
+
+        Raises:
+            RuntimeError: a check is already running (cancel it and wait for it to end first).
+        """
+        if self.running:
+            raise RuntimeError("a check is already running")
+        self._target = target
+        self._cancel_requested = threading.Event()
+        self._seq = 0
+        self._pending = self._pool.submit(
+            _prepare_run, target, snapshot, self.timeout_s, self._cancel_requested
+        )
+        self._timer.start()
+
+    def cancel(self) -> None:
+        """Ask the check to stop; the end is still reported (finished with report.cancelled)."""
+        if not self.running:
+            return
+        self._cancel_requested.set()
+        if self._run is not None:
+            self._run.cancel()
+
+    # -- polling (GUI thread)
+
+    def _on_timer_tick(self) -> None:
+        if self._pending is not None:
+            if not self._pending.done():
+                return
+            fut, self._pending = self._pending, None
+            try:
+                run = fut.result()
+            except targetrun.TargetError as exc:
+                self._end_failed(_one_line(exc))
+                return
+            except Exception as exc:  # SnapshotError, OSError, a bug: one line, never a trace
+                log.warning("could not start the check", exc_info=True)
+                self._end_failed(f"could not start the check: {_one_line(exc)}")
+                return
+            if run is None:
+                self._timer.stop()
+                self.sig_check_cancelled.emit()
+                return
+            self._run = run
+            if self._cancel_requested.is_set():
+                run.cancel()
+            self.sig_check_started.emit(run.target)
+        if self._run is not None:
+            self._drain(self._run)
+
+    def _drain(self, run: CheckRun) -> None:
+        for seq, (kind, data) in run.events.since(self._seq):
+            self._seq = seq
+            if kind == "probe_started":
+                self.sig_probe_started.emit(str(data))
+            elif kind == "probe_finished":
+                self.sig_probe_finished.emit(data)
+            elif kind == "stage":
+                self.sig_stage_changed.emit(str(data))
+            elif kind == "finding":
+                self.sig_finding_added.emit(data)
+            elif kind == "done":
+                self._timer.stop()
+                self._run = None
+                self.sig_check_finished.emit(data)
+                return
+            else:
+                log.debug("ignoring check event %r", kind)
+            if self._run is not run:  # a slot cancelled or restarted us while we emitted
+                return
+
+    def _end_failed(self, message: str) -> None:
+        self._timer.stop()
+        self._run = None
+        self.sig_check_failed.emit(message)
+
+
+class EnvsBridge(QObject):
+    """Lists candidate target interpreters off the GUI thread (conda and Jupyter take seconds)."""
+
+    sig_envs_found = Signal(list)  # list[Target], the current interpreter first
+    sig_envs_failed = Signal(str)
+
+    def __init__(self, parent: QObject | None = None, *, poll_ms: int = POLL_MS * 2) -> None:
+        super().__init__(parent)
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tfdoctor-envs")
+        self._timer = QTimer(self)
+        self._timer.setInterval(poll_ms)
+        self._timer.timeout.connect(self._on_timer_tick)
+        self._pending: Future[list[Target]] | None = None
+        pool = self._pool  # not self: the wrapper may be half gone when `destroyed` fires
+        self.destroyed.connect(lambda *_: pool.shutdown(wait=False, cancel_futures=True))
+
+    @property
+    def busy(self) -> bool:
+        return self._pending is not None
+
+    def refresh(self) -> None:
+        """Start listing; a refresh while one is under way is folded into it."""
+        if self._pending is not None:
+            return
+        self._pending = self._pool.submit(envs.find_targets)
+        self._timer.start()
+
+    def _on_timer_tick(self) -> None:
+        fut = self._pending
+        if fut is None or not fut.done():
+            return
+        self._pending = None
+        self._timer.stop()
+        try:
+            found: Any = fut.result()
+        except Exception as exc:
+            log.warning("could not list Python environments", exc_info=True)
+            self.sig_envs_failed.emit(_one_line(exc))
+            return
+        self.sig_envs_found.emit(list(found))

@@ -1,0 +1,1 @@
+"""Pages of the main window (one per wizard step)."""

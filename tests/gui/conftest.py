@@ -1,0 +1,41 @@
+"""GUI test setup: offscreen Qt, the app's own style, and a page ready to run real checks."""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")  # before anything imports Qt
+
+import psutil
+import pytest
+
+CHECK_TIMEOUT_MS = 120_000  # a real check imports TensorFlow in a child process
+SCREENSHOT_DIR = os.environ.get("TFDOCTOR_SCREENSHOTS", "/tmp")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _app_style(qapp):  # type: ignore[no-untyped-def]
+    """Tests see the app as users do: Fusion style, the app's stylesheet and icon."""
+    from tfdoctor.gui.app import setup_application
+
+    setup_application(qapp)
+    return qapp
+
+
+@pytest.fixture
+def page(qtbot):  # type: ignore[no-untyped-def]
+    """A CheckPage at the app's default size; any check still running is stopped after."""
+    from tfdoctor.gui.pages.check_page import CheckPage
+
+    w = CheckPage()
+    qtbot.addWidget(w)
+    w.resize(890, 750)
+    w.show()
+    yield w
+    if w.bridge.running:
+        w.bridge.cancel()
+        qtbot.waitUntil(lambda: not w.bridge.running, timeout=CHECK_TIMEOUT_MS)
+
+
+def child_processes() -> list[psutil.Process]:
+    return psutil.Process().children(recursive=True)

@@ -1,0 +1,52 @@
+"""The app starts, renders and quits (--smoke-test); the window shows the wizard's steps."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from PySide6.QtCore import Qt
+
+from tfdoctor.gui import app, assets
+from tfdoctor.gui.main_window import STEPS, MainWindow
+
+
+def test_smoke_test_in_process_returns_0(qapp) -> None:  # type: ignore[no-untyped-def]
+    assert app.main(smoke_test=True) == 0
+    assert qapp.applicationName() == "tfdoctor"
+    assert not qapp.windowIcon().isNull()
+
+
+def test_smoke_test_command_exits_0() -> None:
+    script = Path(sys.executable).with_name("tfdoctor")
+    cmd = [str(script)] if script.exists() else [sys.executable, "-m", "tfdoctor.core.cli"]
+    env = {**os.environ, "QT_QPA_PLATFORM": "offscreen"}
+    proc = subprocess.run(
+        [*cmd, "--smoke-test"], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_app_icon_renders_from_resources(qapp) -> None:  # type: ignore[no-untyped-def]
+    assert assets.ICON_FILE.is_file()
+    assert not assets.app_icon().pixmap(64, 64).isNull()
+    assert assets.stylesheet()  # the shipped stylesheet is found
+
+
+def test_window_lists_the_steps_later_ones_disabled(qtbot) -> None:  # type: ignore[no-untyped-def]
+    w = MainWindow(autostart=False)
+    qtbot.addWidget(w)
+    assert w.steps.count() == len(STEPS)
+    first = w.steps.item(0)
+    assert "Environment checks" in first.text()
+    assert first.flags() & Qt.ItemFlag.ItemIsEnabled
+    assert w.steps.currentRow() == 0
+    for i in range(1, w.steps.count()):
+        item = w.steps.item(i)
+        assert not item.flags() & Qt.ItemFlag.ItemIsEnabled, item.text()
+        assert "coming in a later version" in item.toolTip().lower()
+    assert w.stack.currentWidget() is w.check_page
+    assert not w.check_page.running  # autostart=False starts nothing
