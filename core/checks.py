@@ -173,6 +173,17 @@ def tf_present(facts: Facts) -> bool:
     return facts.value("tf.installed") is True
 
 
+def crash_window(output: Sequence[str], before: int = 4, after: int = 6) -> list[tuple[int, str]]:
+    """The lines that explain a crash: what was printed just before faulthandler's report and
+    the top of the Python stack it dumped; else the last lines. Numbered from 1.
+    """
+    numbered = [(n, line) for n, line in enumerate(output, 1) if line.strip()]
+    for k, (_, line) in enumerate(numbered):
+        if line.startswith("Fatal Python error") or "most recent call first" in line:
+            return numbered[max(0, k - before) : k + after]
+    return numbered[-(before + after) :]
+
+
 # ---------------------------------------------------------------- target interpreter / TF
 
 
@@ -184,9 +195,8 @@ def check_target_probe(facts: Facts, ctx: CheckContext) -> Iterator[Finding]:
     exit_info = facts.value("target.probe_exit") or {}
     stage = facts.value("target.probe_stage") or "start"
     tail = tuple(
-        Evidence(line, line=n, source="target probe output")
-        for n, line in list(enumerate(ctx.output, 1))[-6:]
-        if line.strip()
+        Evidence(line.strip(), line=n, source="target probe output")
+        for n, line in crash_window(ctx.output)
     )
     evidence = (*ev(facts, "target.probe_exit", "target.probe_stage"), *tail)
     importing = stage == "import_tf"

@@ -163,7 +163,9 @@ def cmd_check(args: argparse.Namespace) -> int:
     except OSError as exc:
         return _fail(f"--snapshot: {exc.strerror or exc}: {args.snapshot}")
 
-    run = CheckRun(target, timeout_s=args.timeout, snapshot=args.snapshot).start()
+    run = CheckRun(
+        target, timeout_s=args.timeout, snapshot=args.snapshot, target_validated=True
+    ).start()
     progress = sys.stderr.isatty() and not args.json
     last = 0
     while not run.done:

@@ -94,8 +94,10 @@ class CheckRun:
         *,
         timeout_s: float = targetrun.DEFAULT_TIMEOUT_S,
         snapshot: str | os.PathLike[str] | None = None,
+        target_validated: bool = False,
     ) -> None:
         self.target = target
+        self._validated = target_validated
         self.timeout_s = timeout_s
         self.snapshot = None if snapshot is None else Path(snapshot)
         self.events: EventBuffer[tuple[str, Any]] = EventBuffer()
@@ -209,6 +211,7 @@ class CheckRun:
             on_stage=on_stage,
             on_output=on_output,
             cancel=self._cancel,
+            validate=not self._validated,
         )
         with self._lock:
             self._output[:] = run.output  # the runner's copy is complete and ordered
@@ -258,7 +261,8 @@ def run_check(
     """
     # Validate the interpreter first so a bad --python is a one-line error, not a finding.
     targetrun.python_version(target.python)
-    report = CheckRun(target, timeout_s=timeout_s, snapshot=snapshot).start().wait()
+    run = CheckRun(target, timeout_s=timeout_s, snapshot=snapshot, target_validated=True)
+    report = run.start().wait()
     assert report is not None
     return report
 

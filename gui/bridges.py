@@ -11,7 +11,7 @@ from typing import Any
 from PySide6.QtCore import QObject, QTimer, Signal
 
 from tfdoctor.core.model import Target
-from tfdoctor.core.probes import envs, targetrun
+from tfdoctor.core.probes import envs, nvml, targetrun
 from tfdoctor.core.scan import CheckRun
 
 log = logging.getLogger(__name__)
@@ -37,7 +37,9 @@ def _prepare_run(
     targetrun.python_version(target.python)
     if cancelled.is_set():
         return None
-    return CheckRun(target, timeout_s=timeout_s, snapshot=snapshot).start()
+    # target_validated: the probe need not run the interpreter check a second time.
+    run = CheckRun(target, timeout_s=timeout_s, snapshot=snapshot, target_validated=True)
+    return run.start()
 
 
 class CheckBridge(QObject):
@@ -127,6 +129,9 @@ class CheckBridge(QObject):
                 run = fut.result()
             except targetrun.TargetError as exc:
                 self._end_failed(_one_line(exc))
+                return
+            except nvml.SnapshotError as exc:
+                self._end_failed(f"cannot replay the snapshot: {_one_line(exc)}")
                 return
             except Exception as exc:  # SnapshotError, OSError, a bug: one line, never a trace
                 log.warning("could not start the check", exc_info=True)

@@ -36,7 +36,7 @@ GROUP_TITLES = {
     "tfdoctor": "tfdoctor",
 }
 
-EVIDENCE_SHOWN = 8  # more lines than this are summarised; the report export keeps them all
+EVIDENCE_SHOWN = 12  # more lines than this are summarised; the report export keeps them all
 
 
 def _fix_titles() -> dict[str, tuple[str, str]]:

@@ -130,8 +130,9 @@ def running_kernel_targets() -> list[Target]:
 def find_targets(include_conda_cli: bool = True) -> list[Target]:
     """All candidate targets, the current interpreter first, duplicates removed.
 
-    Two entries are the same target when they run the same interpreter with the same extra
-    environment; a running kernel is kept apart because its PID is evidence of its own.
+    Two entries are the same target when they are of the same kind and run the same
+    interpreter with the same extra environment (a kernelspec that runs this very Python is
+    still listed: its name is what the user recognises).
     """
     from tfdoctor.core.probes.targetrun import current_target
 
@@ -139,10 +140,10 @@ def find_targets(include_conda_cli: bool = True) -> list[Target]:
     for finder in (kernelspec_targets, running_kernel_targets):
         found += finder()
     found += conda_targets(run_conda=include_conda_cli)
-    seen: set[tuple[str, tuple[tuple[str, str], ...], int | None]] = set()
+    seen: set[tuple[str, str, tuple[tuple[str, str], ...], int | None]] = set()
     out = []
     for t in found:
-        key = (_real(t.python), t.env, t.pid)
+        key = (t.kind, _real(t.python), t.env, t.pid)
         if key in seen:
             continue
         seen.add(key)

@@ -125,6 +125,7 @@ def run_probe(
     on_stage: Callable[[str], None] | None = None,
     on_output: Callable[[str], None] | None = None,
     cancel: threading.Event | None = None,
+    validate: bool = True,
 ) -> TargetRun:
     """Run the TF probe script in the target interpreter and collect its facts.
 
@@ -132,9 +133,11 @@ def run_probe(
     non-zero exit is a result (status CRASHED / TIMEOUT / ERROR), never an exception.
 
     Raises:
-        TargetError: the target is not a usable Python interpreter (see python_version).
+        TargetError: the target is not a usable Python interpreter (see python_version);
+            `validate=False` skips that check when the caller has just made it.
     """
-    python_version(target.python)
+    if validate:
+        python_version(target.python)
     t0 = time.monotonic()
     workdir = Path(tempfile.mkdtemp(prefix="tfdoctor-probe-"))
     out_path = workdir / "probe.jsonl"

@@ -28,13 +28,16 @@ def page(qtbot):  # type: ignore[no-untyped-def]
     from tfdoctor.gui.pages.check_page import CheckPage
 
     w = CheckPage()
-    qtbot.addWidget(w)
+    # Not qtbot.addWidget: qtbot closes its widgets before fixture teardown, and a check that
+    # is still running must be stopped and waited for while the page (and its timer) lives.
     w.resize(890, 750)
     w.show()
     yield w
     if w.bridge.running:
         w.bridge.cancel()
         qtbot.waitUntil(lambda: not w.bridge.running, timeout=CHECK_TIMEOUT_MS)
+    w.close()
+    w.deleteLater()
 
 
 def child_processes() -> list[psutil.Process]:

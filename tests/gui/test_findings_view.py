@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections import Counter
 
+from PySide6.QtCore import Qt
+
 from tfdoctor.core.model import Evidence, Finding, Severity
 from tfdoctor.gui.findings_view import FindingsView, summary_text
 
@@ -88,3 +90,18 @@ def test_summary_names_counts_worst_first() -> None:
         "2 errors, 3 warnings, 1 could not be checked, 1 note, 8 passed"
     )
     assert summary_text(Counter()) == "no findings yet"
+
+
+def test_card_header_toggles_from_the_keyboard(qtbot) -> None:  # type: ignore[no-untyped-def]
+    view = FindingsView()
+    qtbot.addWidget(view)
+    view.show()
+    card = view.add_finding(finding("w", S.WARNING))
+    assert not card.expanded
+    card.header.setFocus()
+    qtbot.keyClick(card.header, Qt.Key.Key_Space)
+    assert card.expanded
+    qtbot.keyClick(card.header, Qt.Key.Key_Return)
+    assert not card.expanded
+    qtbot.mouseClick(card.header, Qt.MouseButton.LeftButton)
+    assert card.expanded
