@@ -64,7 +64,14 @@ def build_parser() -> argparse.ArgumentParser:
         "one) and report findings worst first. Exit code: 0 no errors, 1 some finding is an "
         "error, 2 the check could not run.",
     )
-    c.add_argument("--python", metavar="PATH", help="the interpreter your notebook/script uses")
+    who = c.add_mutually_exclusive_group()
+    who.add_argument("--python", metavar="PATH", help="the interpreter your notebook/script uses")
+    who.add_argument(
+        "--kernel",
+        metavar="NAME",
+        help="a Jupyter kernelspec by name (its interpreter and its env block); "
+        "see `tfdoctor envs`",
+    )
     c.add_argument("--json", action="store_true", help="print the full report as JSON")
     c.add_argument(
         "--timeout",
@@ -148,6 +155,14 @@ def cmd_check(args: argparse.Namespace) -> int:
         return _fail("--timeout must be a positive number of seconds")
     if args.python:
         target = Target(python=args.python, label=args.python, kind="path")
+    elif args.kernel:
+        from tfdoctor.core.probes.envs import kernelspec_targets
+
+        specs = {t.name: t for t in kernelspec_targets() if t.name}
+        if args.kernel not in specs:
+            known = ", ".join(sorted(specs)) or "none installed"
+            return _fail(f"no Jupyter kernelspec named {args.kernel!r} (known: {known})")
+        target = specs[args.kernel]
     else:
         target = current_target()
     from tfdoctor.core.probes.targetrun import python_version

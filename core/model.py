@@ -169,6 +169,7 @@ class Target:
     kind: str = "current"  # current | kernelspec | conda | running-kernel | venv | path
     env: tuple[tuple[str, str], ...] = ()  # extra environment (a kernelspec's env block)
     pid: int | None = None  # a running kernel's PID, when the target is one
+    name: str = ""  # a kernelspec's name, a conda env's name
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"python": self.python, "label": self.label, "kind": self.kind}
@@ -176,6 +177,8 @@ class Target:
             out["env"] = dict(self.env)
         if self.pid is not None:
             out["pid"] = self.pid
+        if self.name:
+            out["name"] = self.name
         return out
 
 

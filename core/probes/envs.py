@@ -63,7 +63,9 @@ def kernelspec_targets() -> list[Target]:
         env = {str(k): str(v) for k, v in (spec.get("env") or {}).items()}
         python = kernelspec_python(str(argv[0]), str(entry.get("resource_dir", "")), env)
         label = f"Jupyter kernel '{spec.get('display_name', name)}' ({name})"
-        out.append(Target(python=python, label=label, kind="kernelspec", env=tuple(env.items())))
+        out.append(
+            Target(python=python, label=label, kind="kernelspec", env=tuple(env.items()), name=name)
+        )
     return out
 
 
@@ -106,7 +108,11 @@ def conda_targets(home: Path | None = None, run_conda: bool = True) -> list[Targ
         if not py.exists():
             py = prefix / "python.exe"
         if py.exists():
-            out.append(Target(python=str(py), label=f"conda env {prefix.name}", kind="conda"))
+            out.append(
+                Target(
+                    python=str(py), label=f"conda env {prefix.name}", kind="conda", name=prefix.name
+                )
+            )
     return out
 
 

@@ -148,8 +148,9 @@ def test_cuda_visible_devices_hiding_the_gpu() -> None:
 
 def test_missing_libraries_from_tf_log_lines() -> None:
     out = [
-        "2022-03-01 12:00:00.000000: W tensorflow/stream_executor/platform/default/dso_loader.cc:64]"
-        " Could not load dynamic library 'libcudnn.so.8'; dlerror: libcudnn.so.8: cannot open",
+        "2022-03-01 12:00:00.000000: W tensorflow/stream_executor/platform/default/"
+        "dso_loader.cc:64] Could not load dynamic library 'libcudnn.so.8'; dlerror: "
+        "libcudnn.so.8: cannot open",
         "W tensorflow/core/common_runtime/gpu/gpu_device.cc:1850] Cannot dlopen some GPU "
         "libraries. Please make sure the missing libraries mentioned above are installed",
     ]
@@ -206,7 +207,8 @@ def test_sigill_on_import_means_no_avx() -> None:
 def test_kernel_log_oom_kills_and_xids_from_real_format_lines() -> None:
     lines = [
         "[12345.678901] Out of memory: Killed process 4321 (python3) total-vm:48123456kB, "
-        "anon-rss:23456789kB, file-rss:0kB, shmem-rss:0kB, UID:1000 pgtables:50000kB oom_score_adj:0",
+        "anon-rss:23456789kB, file-rss:0kB, shmem-rss:0kB, UID:1000 pgtables:50000kB "
+        "oom_score_adj:0",
         "[23456.000001] NVRM: Xid (PCI:0000:01:00): 79, pid=4321, name=python3, GPU has fallen "
         "off the bus.",
     ]
@@ -231,8 +233,12 @@ def test_cgroup_cap_below_ram() -> None:
             Fact("swap.total_mib", 0, "meminfo"),
         ]
     )
-    ctx = checks.CheckContext({"system": ProbeResult("system", ProbeStatus.OK),
-                               "nvml": ProbeResult("nvml", ProbeStatus.ABSENT)})
+    ctx = checks.CheckContext(
+        {
+            "system": ProbeResult("system", ProbeStatus.OK),
+            "nvml": ProbeResult("nvml", ProbeStatus.ABSENT),
+        }
+    )
     found = {f.id: f for f in checks.run_checks(facts, ctx)}
     assert "16.0 GiB" in found["mem.cgroup_limit"].title
     assert found["mem.no_swap"].severity is Severity.INFO

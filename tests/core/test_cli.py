@@ -149,3 +149,28 @@ def test_envs_lists_this_interpreter_and_kernelspecs() -> None:
     assert any(t["kind"] == "kernelspec" for t in targets)  # ipykernel's own spec
     human = tfdoctor("envs")
     assert "this app's Python" in human.stdout
+
+
+def test_check_a_kernelspec_by_name_uses_its_env_block(tmp_path: Path) -> None:
+    spec = tmp_path / "kernels" / "tf-growth"
+    spec.mkdir(parents=True)
+    (spec / "kernel.json").write_text(
+        json.dumps(
+            {
+                "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+                "display_name": "TF (growth)",
+                "language": "python",
+                "env": {"TF_FORCE_GPU_ALLOW_GROWTH": "true", "CUDA_VISIBLE_DEVICES": "-1"},
+            }
+        )
+    )
+    env = {"JUPYTER_PATH": str(tmp_path)}
+    p = tfdoctor("check", "--kernel", "tf-growth", "--json", env=env)
+    assert p.returncode == 0, p.stderr
+    report = json.loads(p.stdout)
+    assert report["target"]["name"] == "tf-growth"
+    seen_env = report["facts"]["target.env"]["value"]
+    assert seen_env["TF_FORCE_GPU_ALLOW_GROWTH"] == "true"
+    assert seen_env["CUDA_VISIBLE_DEVICES"] == "-1"
+    missing = tfdoctor("check", "--kernel", "nope", env=env)
+    assert missing.returncode == 2 and "tf-growth" in missing.stderr

@@ -275,8 +275,6 @@ if __name__ == "__main__":
     # Everything is recorded: skip TensorFlow's interpreter teardown (about a second of atexit
     # handlers and thread joins that tell us nothing).
     for stream in (sys.stdout, sys.stderr, _out):
-        try:
+        with contextlib.suppress(Exception):
             stream.flush()
-        except Exception:
-            pass
     os._exit(code)
