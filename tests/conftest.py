@@ -60,3 +60,41 @@ threading.Event().wait()
 BROKEN = """
 raise ImportError("libcudart.so.11.0: cannot open shared object file: No such file or directory")
 """
+
+
+@pytest.fixture(scope="session")
+def cpu_only_python(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A real interpreter whose TensorFlow is the official CPU-only build (tensorflow-cpu).
+
+    The wheel (about 270 MB) is installed once per machine into a cache folder; its
+    dependencies come from this test environment through a .pth file.
+    """
+    import site
+    from importlib import metadata
+
+    version = metadata.version("tensorflow")
+    cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "tfdoctor-tests"
+    libs = cache / f"tensorflow-cpu-{version}"
+    if not (libs / ".complete").exists():
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "--no-deps",
+                "--upgrade",
+                "--target",
+                str(libs),
+                f"tensorflow-cpu=={version}",
+            ],
+            check=True,
+        )
+        (libs / ".complete").touch()
+    root = tmp_path_factory.mktemp("tf-cpu-venv")
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(root)], check=True)
+    (site_dir,) = root.glob("lib/python*/site-packages")
+    ours = [p for p in site.getsitepackages() if p.endswith("site-packages")]
+    (site_dir / "tfdoctor_test_deps.pth").write_text("\n".join([str(libs), *ours]) + "\n")
+    return str(root / "bin" / "python")

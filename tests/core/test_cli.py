@@ -174,3 +174,18 @@ def test_check_a_kernelspec_by_name_uses_its_env_block(tmp_path: Path) -> None:
     assert seen_env["CUDA_VISIBLE_DEVICES"] == "-1"
     missing = tfdoctor("check", "--kernel", "nope", env=env)
     assert missing.returncode == 2 and "tf-growth" in missing.stderr
+
+
+def test_real_cpu_only_tensorflow_build(cpu_only_python: str) -> None:
+    """The official tensorflow-cpu wheel: said plainly, an error only where a GPU exists."""
+    here = tfdoctor("check", "--python", cpu_only_python, "--json")
+    assert here.returncode == 0, here.stderr
+    report = json.loads(here.stdout)
+    assert report["facts"]["tf.is_cuda_build"]["value"] is False
+    cpu = {f["id"]: f for f in report["findings"]}["tf.cpu_only_build"]
+    assert cpu["severity"] == "info"
+    gpu_box = SNAPSHOTS / "rtx3090_forgotten_jupyter_kernel.json"
+    there = tfdoctor("check", "--python", cpu_only_python, "--json", "--snapshot", str(gpu_box))
+    assert there.returncode == 1
+    cpu = {f["id"]: f for f in json.loads(there.stdout)["findings"]}["tf.cpu_only_build"]
+    assert cpu["severity"] == "error" and "install_gpu_tensorflow" in cpu["fixes"]
