@@ -7,7 +7,7 @@ import os
 import sys
 import tempfile
 
-from PySide6.QtCore import QTimer
+from PySide6.QtCore import QCoreApplication, QEvent, QTimer
 from PySide6.QtGui import QImage
 from PySide6.QtWidgets import QApplication
 
@@ -51,8 +51,25 @@ def render_check(window: MainWindow) -> bool:
         os.unlink(path)
 
 
+def no_display_reason(env: dict[str, str] | None = None) -> str | None:
+    """Why Qt could not open a window here (Qt would abort the process), or None."""
+    env = dict(os.environ) if env is None else env
+    if not sys.platform.startswith("linux") or env.get("QT_QPA_PLATFORM"):
+        return None
+    if env.get("DISPLAY") or env.get("WAYLAND_DISPLAY"):
+        return None
+    return (
+        "no display found (DISPLAY and WAYLAND_DISPLAY are unset). Run `tfdoctor check` for "
+        "the terminal version, or set QT_QPA_PLATFORM=offscreen to run the app without a screen."
+    )
+
+
 def main(smoke_test: bool = False) -> int:
     """Open the main window and run the event loop; returns the process exit code."""
+    reason = no_display_reason()
+    if reason is not None:
+        print(f"tfdoctor: {reason}", file=sys.stderr)
+        return 2
     existing = QApplication.instance()
     app = existing if isinstance(existing, QApplication) else QApplication(sys.argv[:1])
     setup_application(app)
@@ -69,5 +86,8 @@ def main(smoke_test: bool = False) -> int:
         QTimer.singleShot(SMOKE_WATCHDOG_MS, window, lambda: app.exit(3))
     code = app.exec()
     window.close()
+    # Delete the window (and the timers it owns) now, not at some later event loop: main()
+    # also runs inside test processes whose QApplication outlives this call.
     window.deleteLater()
+    QCoreApplication.sendPostedEvents(None, QEvent.Type.DeferredDelete)
     return int(code)

@@ -286,9 +286,12 @@ class FindingsView(QScrollArea):
         key = (*sort_key(finding), self._arrivals)
         self._arrivals += 1
         pos = bisect.bisect(self._keys, key)
-        card = FindingCard(finding, self._fixes, self._inner)
+        # No parent yet: the layout adopts the card and shows it once it has a place, so it
+        # never flashes at (0, 0) over its neighbours before the next layout pass.
+        card = FindingCard(finding, self._fixes)
         card.set_expanded(finding.severity >= Severity.ERROR)
-        card.setVisible(self._wanted(finding))
+        if not self._wanted(finding):
+            card.hide()  # explicitly hidden: the layout will not show it
         self._keys.insert(pos, key)
         self._cards.insert(pos, card)
         self._column.insertWidget(pos + 1, card)  # +1: the placeholder sits first

@@ -8,6 +8,7 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")  # before anything imports
 
 import psutil
 import pytest
+from PySide6.QtCore import QCoreApplication, QEvent
 
 CHECK_TIMEOUT_MS = 120_000  # a real check imports TensorFlow in a child process
 SCREENSHOT_DIR = os.environ.get("TFDOCTOR_SCREENSHOTS", "/tmp")
@@ -38,6 +39,7 @@ def page(qtbot):  # type: ignore[no-untyped-def]
         qtbot.waitUntil(lambda: not w.bridge.running, timeout=CHECK_TIMEOUT_MS)
     w.close()
     w.deleteLater()
+    QCoreApplication.sendPostedEvents(None, QEvent.Type.DeferredDelete)
 
 
 def child_processes() -> list[psutil.Process]:

@@ -50,3 +50,28 @@ def test_window_lists_the_steps_later_ones_disabled(qtbot) -> None:  # type: ign
         assert "coming in a later version" in item.toolTip().lower()
     assert w.stack.currentWidget() is w.check_page
     assert not w.check_page.running  # autostart=False starts nothing
+
+
+def test_smoke_test_leaves_no_window_behind(qapp) -> None:  # type: ignore[no-untyped-def]
+    before = {id(w) for w in qapp.topLevelWidgets()}
+    assert app.main(smoke_test=True) == 0
+    left = [w for w in qapp.topLevelWidgets() if id(w) not in before]
+    assert not [w for w in left if isinstance(w, MainWindow)]
+
+
+def test_no_display_is_a_one_line_error_not_a_qt_abort() -> None:
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("DISPLAY", "WAYLAND_DISPLAY", "QT_QPA_PLATFORM")
+    }
+    exe = str(Path(sys.executable).parent / "tfdoctor")
+    p = subprocess.run([exe], capture_output=True, text=True, env=env, timeout=60)
+    assert p.returncode == 2
+    assert p.stderr.strip().startswith("tfdoctor: no display found")
+    assert "Traceback" not in p.stderr and len(p.stderr.strip().splitlines()) == 1

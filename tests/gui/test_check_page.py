@@ -25,6 +25,17 @@ def run_to_end(qtbot, page: CheckPage):  # type: ignore[no-untyped-def]
     return blocker.args[0]
 
 
+def settle(qtbot, page: CheckPage) -> None:  # type: ignore[no-untyped-def]
+    """Wait until every card that should show is on screen, laid out top to bottom in order."""
+    wanted = [c for c in page.findings.cards() if c.finding in page.findings.visible_findings()]
+
+    def laid_out() -> bool:
+        ys = [c.y() for c in wanted]
+        return all(c.isVisible() for c in wanted) and ys == sorted(set(ys))
+
+    qtbot.waitUntil(laid_out, timeout=5000)
+
+
 def test_real_check_fills_the_findings_and_offers_rerun(qtbot) -> None:  # type: ignore[no-untyped-def]
     window = MainWindow(autostart=False)
     qtbot.addWidget(window)
@@ -50,6 +61,7 @@ def test_real_check_fills_the_findings_and_offers_rerun(qtbot) -> None:  # type:
     summary = page.summary_label.text()
     assert "passed" in summary
     assert "TensorFlow 2." in page.info_label.text()
+    settle(qtbot, page)
     window.grab().save(os.path.join(SCREENSHOT_DIR, "tfdoctor_check.png"))
 
     tf_ok = page.findings.card("tf.installed")
@@ -59,6 +71,7 @@ def test_real_check_fills_the_findings_and_offers_rerun(qtbot) -> None:  # type:
     assert not tf_ok.isHidden()
     assert "TensorFlow" in tf_ok.title.text() and "imports" in tf_ok.title.text()
     tf_ok.set_expanded(True)
+    settle(qtbot, page)
     window.grab().save(os.path.join(SCREENSHOT_DIR, "tfdoctor_check_passed.png"))
     for card in page.findings.cards():
         if card.finding.severity >= Severity.ERROR:
@@ -173,3 +186,16 @@ def test_cancel_stops_the_probe_process_and_resets_the_button(qtbot, page) -> No
     assert page.progress.isHidden()
     assert "Stopped" in page.stage_label.text()
     assert child_processes() == []
+
+
+def test_window_checks_this_python_as_soon_as_it_opens(qtbot) -> None:  # type: ignore[no-untyped-def]
+    window = MainWindow(autostart=True)
+    qtbot.addWidget(window)
+    page = window.check_page
+    with qtbot.waitSignal(page.bridge.sig_check_finished, timeout=CHECK_TIMEOUT_MS) as blocker:
+        window.show()
+        qtbot.waitUntil(lambda: page.running)  # started from the event loop, not the ctor
+        assert page.run_button.text() == CANCEL_TEXT
+    assert blocker.args[0].target.kind == "current"
+    qtbot.waitUntil(lambda: not page.envs_bridge.busy, timeout=CHECK_TIMEOUT_MS)
+    assert page.target_combo.count() >= 1
