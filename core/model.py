@@ -185,3 +185,44 @@ class Target:
 def sort_findings(findings: Iterable[Finding]) -> list[Finding]:
     """Worst first; ties keep a stable order by group then id."""
     return sorted(findings, key=lambda f: (-int(f.severity), f.group, f.id))
+
+
+@dataclass(frozen=True)
+class Cause:
+    """One explanation of a crash: an id from the fixed taxonomy, how sure, and the proof."""
+
+    id: str
+    confidence: float
+    title: str
+    explanation: str
+    evidence: tuple[Evidence, ...] = ()
+    fixes: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "confidence": self.confidence,
+            "title": self.title,
+            "explanation": self.explanation,
+            "evidence": [e.to_json() for e in self.evidence],
+            "fixes": list(self.fixes),
+        }
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    """Ranked causes (best first) and what was read."""
+
+    causes: tuple[Cause, ...] = ()
+    lines_read: int = 0
+    noise_lines: int = 0
+    sources: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "schema": 1,
+            "causes": [c.to_json() for c in self.causes],
+            "lines_read": self.lines_read,
+            "noise_lines": self.noise_lines,
+            "sources": list(self.sources),
+        }

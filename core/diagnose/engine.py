@@ -1,0 +1,423 @@
+"""The crash diagnosis engine: streamed text (+ facts, exit status) -> ranked causes with evidence."""
+
+from __future__ import annotations
+
+import functools
+import math
+import re
+import tomllib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from tfdoctor.core.diagnose.reader import Chunk, iter_chunks
+from tfdoctor.core.knowledge import catalog
+from tfdoctor.core.model import Cause, Diagnosis, Evidence, Facts
+
+KNOWLEDGE = Path(__file__).resolve().parent.parent / "knowledge"
+MIN_SCORE = 1.0  # below this a cause is not reported
+EVIDENCE_PER_SIGNATURE = 4
+EVIDENCE_PER_CAUSE = 8
+
+_SIZE = re.compile(r"([0-9.]+)\s*([KMGT]?)i?B", re.I)
+_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+
+
+class SignatureError(Exception):
+    """A signature or cause file is malformed; the message names the file and the entry."""
+
+
+@dataclass(frozen=True)
+class CauseInfo:
+    id: str
+    title: str
+    explanation: str
+    fixes: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Signature:
+    id: str
+    anchors: tuple[str, ...]
+    pattern: re.Pattern[str]
+    causes: Mapping[str, float]
+    noise: bool = False
+    role: str | None = None
+    examples: tuple[str, ...] = ()
+    counterexamples: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ExitInfo:
+    """How the process ended, when known (from the benchmark supervisor or the user)."""
+
+    returncode: int | None = None
+    signal: str | None = None
+    oom_kill_record: bool = False  # a kernel/cgroup OOM record names this process
+    oom_kill_line: str | None = None
+
+
+def _toml(path: Path) -> dict[str, Any]:
+    try:
+        with path.open("rb") as fh:
+            return tomllib.load(fh)
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise SignatureError(f"{path.name}: {exc}") from None
+
+
+def load_causes(path: Path = KNOWLEDGE / "causes.toml") -> dict[str, CauseInfo]:
+    """The cause catalogue by id.
+
+    Raises:
+        SignatureError: bad TOML, a duplicate id, a missing field, or an unknown fix id.
+    """
+    fixes = catalog.fixes()
+    out: dict[str, CauseInfo] = {}
+    for row in _toml(path).get("cause", []):
+        try:
+            info = CauseInfo(
+                str(row["id"]), str(row["title"]), str(row["explanation"]), tuple(row["fixes"])
+            )
+        except KeyError as exc:
+            raise SignatureError(f"{path.name}: a cause lacks {exc}") from None
+        if info.id in out:
+            raise SignatureError(f"{path.name}: duplicate cause id {info.id!r}")
+        unknown = [f for f in info.fixes if f not in fixes]
+        if unknown:
+            raise SignatureError(f"{path.name}: cause {info.id} names unknown fixes {unknown}")
+        out[info.id] = info
+    return out
+
+
+def load_signatures(
+    path: Path = KNOWLEDGE / "signatures.toml", causes: Mapping[str, CauseInfo] | None = None
+) -> tuple[Signature, ...]:
+    """Signatures, compiled and validated against their own examples.
+
+    Raises:
+        SignatureError: bad TOML or regex, a duplicate id, an unknown cause id, an example
+            that does not match (or a counterexample that does), or an anchor missing from
+            a matching example (the prefilter would never find it).
+    """
+    causes = load_causes() if causes is None else causes
+    out: list[Signature] = []
+    seen: set[str] = set()
+    for row in _toml(path).get("signature", []):
+        sid = str(row.get("id", "?"))
+        where = f"{path.name}: signature {sid}"
+        if sid in seen:
+            raise SignatureError(f"{path.name}: duplicate signature id {sid!r}")
+        seen.add(sid)
+        anchors = row.get("anchor")
+        anchors = (anchors,) if isinstance(anchors, str) else tuple(anchors or ())
+        if not anchors:
+            raise SignatureError(f"{where}: no anchor")
+        try:
+            pattern = re.compile(str(row["pattern"]))
+        except KeyError:
+            raise SignatureError(f"{where}: no pattern") from None
+        except re.error as exc:
+            raise SignatureError(f"{where}: bad pattern ({exc})") from None
+        weights = {str(k): float(v) for k, v in (row.get("causes") or {}).items()}
+        bad = [c for c in weights if c not in causes]
+        if bad:
+            raise SignatureError(f"{where}: unknown cause ids {bad}")
+        examples = tuple(str(e) for e in row.get("examples", ()))
+        counter = tuple(str(e) for e in row.get("counterexamples", ()))
+        if not examples:
+            raise SignatureError(f"{where}: needs at least one example")
+        for ex in examples:
+            if not pattern.search(ex):
+                raise SignatureError(f"{where}: does not match its example {ex!r}")
+            if not any(a in ex for a in anchors):
+                raise SignatureError(f"{where}: no anchor in example {ex!r}")
+        for ex in counter:
+            if pattern.search(ex):
+                raise SignatureError(f"{where}: matches its counterexample {ex!r}")
+        out.append(
+            Signature(
+                sid, anchors, pattern, weights, bool(row.get("noise", False)),
+                row.get("role"), examples, counter,
+            )
+        )
+    return tuple(out)
+
+
+def parse_size(text: str) -> int | None:
+    """'73.50MiB' -> bytes; None when it is not a size."""
+    m = _SIZE.search(text)
+    if not m:
+        return None
+    return int(float(m.group(1)) * _UNITS[m.group(2).upper()])
+
+
+@dataclass
+class _Hit:
+    count: int = 0
+    lines: list[tuple[str, int, str]] = field(default_factory=list)  # (source, line, text)
+    groups: list[dict[str, str]] = field(default_factory=list)
+
+
+class Diagnoser:
+    """Scans text once, streaming; remembers only hits (bounded), never the whole log."""
+
+    def __init__(self, signatures: tuple[Signature, ...], causes: Mapping[str, CauseInfo]):
+        self.signatures = signatures
+        self.causes = causes
+        anchors = sorted({a for s in signatures for a in s.anchors}, key=len, reverse=True)
+        self._prefilter = re.compile("|".join(re.escape(a) for a in anchors))
+        self.hits: dict[str, _Hit] = {}
+        self.lines_read = 0
+        self.noise_lines = 0
+        self.sources: list[str] = []
+
+    def feed(self, chunk: Chunk) -> None:
+        text = chunk.text
+        if chunk.source not in self.sources:
+            self.sources.append(chunk.source)
+        self.lines_read += text.count("\n") + (0 if text.endswith("\n") or not text else 1)
+        pos_done = -1
+        line_no = chunk.first_line
+        counted_to = 0
+        for m in self._prefilter.finditer(text):
+            start = text.rfind("\n", 0, m.start()) + 1
+            if start <= pos_done:
+                continue  # this line was already examined
+            end = text.find("\n", m.start())
+            end = len(text) if end < 0 else end
+            pos_done = end
+            line_no += text.count("\n", counted_to, start)
+            counted_to = start
+            self._examine(chunk.source, line_no, text[start:end])
+
+    def _examine(self, source: str, line_no: int, line: str) -> None:
+        noise = False
+        for sig in self.signatures:
+            if not any(a in line for a in sig.anchors):
+                continue
+            m = sig.pattern.search(line)
+            if m is None:
+                continue
+            if sig.noise:
+                noise = True
+            hit = self.hits.setdefault(sig.id, _Hit())
+            hit.count += 1
+            if len(hit.lines) < EVIDENCE_PER_SIGNATURE:
+                hit.lines.append((source, line_no, line.strip()[:500]))
+                hit.groups.append({k: v for k, v in m.groupdict().items() if v is not None})
+        if noise:
+            self.noise_lines += 1
+
+    def result(self, facts: Facts | None = None, exit_info: ExitInfo | None = None) -> Diagnosis:
+        scores: dict[str, float] = {}
+        evidence: dict[str, list[tuple[str, int, str]]] = {}
+        notes: dict[str, list[str]] = {}
+        by_id = {s.id: s for s in self.signatures}
+
+        def add(cause: str, weight: float, lines: Iterable[tuple[str, int, str]] = ()) -> None:
+            scores[cause] = scores.get(cause, 0.0) + weight
+            if weight > 0:
+                evidence.setdefault(cause, []).extend(lines)
+
+        for sid, hit in self.hits.items():
+            sig = by_id[sid]
+            repeat = 1.0 + 0.15 * min(hit.count - 1, 4)
+            for cause, w in sig.causes.items():
+                add(cause, w * repeat, hit.lines)
+        _context_rules(self.hits, add, notes, facts, exit_info)
+        causes = []
+        for cid, score in sorted(scores.items(), key=lambda kv: -kv[1]):
+            if score < MIN_SCORE or cid not in self.causes:
+                continue
+            info = self.causes[cid]
+            seen: set[tuple[str, int]] = set()
+            ev_lines = []
+            for src, n, text in sorted(evidence.get(cid, []), key=lambda t: (t[0], t[1])):
+                if (src, n) in seen:
+                    continue
+                seen.add((src, n))
+                ev_lines.append(Evidence(text, line=n, source=src))
+            explanation = " ".join([*notes.get(cid, []), info.explanation])
+            causes.append(
+                Cause(
+                    id=cid,
+                    confidence=round(min(0.99, 1 - math.exp(-score / 2.5)), 2),
+                    title=info.title,
+                    explanation=explanation,
+                    evidence=tuple(ev_lines[:EVIDENCE_PER_CAUSE]),
+                    fixes=info.fixes,
+                )
+            )
+        return Diagnosis(
+            causes=tuple(causes),
+            lines_read=self.lines_read,
+            noise_lines=self.noise_lines,
+            sources=tuple(self.sources),
+        )
+
+
+# ---------------------------------------------------------------- context rules
+# Clues that are decisive only in context. Each adds weight (and a specific sentence) to a
+# cause; the generic weights live in signatures.toml.
+
+_DRIVER_SIDE = re.compile(r"^(libcuda\.so|nvcuda\.dll|libnvidia-ml|nvml\.dll)", re.I)
+_RUNTIME = re.compile(r"cudart", re.I)
+_VERSIONED = re.compile(r"(?:\.so\.|64_)(\d+)(?:\.(\d+))?|64_(\d)(\d)\d?\.dll", re.I)
+
+
+def _context_rules(
+    hits: Mapping[str, _Hit],
+    add: Any,
+    notes: dict[str, list[str]],
+    facts: Facts | None,
+    exit_info: ExitInfo | None,
+) -> None:
+    def note(cause: str, text: str) -> None:
+        if text not in notes.setdefault(cause, []):
+            notes[cause].append(text)
+
+    # A library that failed to load: which one decides the cause.
+    for sid in ("dlopen_failed", "shared_object_missing"):
+        hit = hits.get(sid)
+        if hit is None:
+            continue
+        for (src, n, text), groups in zip(hit.lines, hit.groups, strict=False):
+            lib = groups.get("lib", "")
+            line = [(src, n, text)]
+            if lib.startswith("libnvinfer"):
+                continue  # TensorRT: optional, known noise
+            if _DRIVER_SIDE.match(lib):
+                add("no_gpu_visible", 3.5, line)
+                note("no_gpu_visible", f"{lib} is part of the NVIDIA driver, not of CUDA: the "
+                     "driver is missing here (or the container was started without the GPU).")
+            elif _RUNTIME.search(lib):
+                add("cuda_cudnn_version_mismatch", 2.6, line)
+                add("missing_cuda_libs", 2.2, line)
+                note("cuda_cudnn_version_mismatch", f"TensorFlow looks for {lib}: the CUDA "
+                     "runtime version in that file name is the one this build needs.")
+            else:
+                add("missing_cuda_libs", 3.2, line)
+                add("cuda_cudnn_version_mismatch", 1.4, line)
+                note("missing_cuda_libs", f"{lib} could not be loaded.")
+
+    # An nvidia-smi paste with a full GPU: memory was taken before this run.
+    nvsmi = hits.get("nvidia_smi_memory")
+    if nvsmi:
+        for (src, n, text), g in zip(nvsmi.lines, nvsmi.groups, strict=False):
+            used, total = int(g.get("used", 0)), int(g.get("total", 0))
+            if total and used / total >= 0.9:
+                add("gpu_memory_contention", 3.5, [(src, n, text)])
+                note("gpu_memory_contention", f"nvidia-smi shows {used} of {total} MiB in use.")
+
+    # TF 1.x printed free vs total memory when it created the device.
+    free = hits.get("tf1_free_memory")
+    if free:
+        for (src, n, text), g in zip(free.lines, free.groups, strict=False):
+            t = parse_size(g.get("total", "") + g.get("tu", ""))
+            f = parse_size(g.get("free", "") + g.get("fu", ""))
+            if t and f is not None and f < 0.5 * t:
+                add("gpu_memory_contention", 3.0, [(src, n, text)])
+                note("gpu_memory_contention", f"Only {f / 2**30:.1f} of {t / 2**30:.1f} GiB "
+                     "was free when TensorFlow started.")
+
+    # A tensor OOM on the CPU device is host memory, not GPU memory.
+    tensor = hits.get("oom_allocating_tensor")
+    if tensor and any(
+        "device:CPU" in t or "allocator cpu" in t.lower() for _, _, t in tensor.lines
+    ):
+        add("gpu_oom", -4.0)
+        add("host_oom", 4.0, tensor.lines)
+        note("host_oom", "The failed allocation was on the CPU device: host RAM ran out.")
+
+    # BFC out-of-memory: the request size and the other clues tell the three causes apart.
+    bfc = hits.get("bfc_oom")
+    if bfc:
+        sizes = [parse_size(g.get("size", "")) or 0 for g in bfc.groups]
+        biggest = max(sizes, default=0)
+        if hits.get("bfc_benign_retry"):
+            # A huge allocation retried just before a small one failed: the pool holds big
+            # chunks and cannot serve the small request contiguously.
+            add("fragmentation", 3.0, bfc.lines + hits["bfc_benign_retry"].lines)
+            note("fragmentation", "The allocator first failed a very large allocation and "
+                 "then a small one: memory is there, but not in one piece.")
+        elif biggest and biggest < 256 << 20:
+            add("gpu_memory_contention", 1.6, bfc.lines)
+            note("gpu_memory_contention", f"Even a small allocation ({biggest / 2**20:.1f} MiB) "
+                 "failed: the memory pool was already almost full, which usually means other "
+                 "processes (another notebook) hold the GPU memory.")
+        elif biggest >= 1 << 30:
+            add("gpu_oom", 1.5, bfc.lines)
+            note("gpu_oom", f"A single tensor needed {biggest / 2**30:.2f} GiB.")
+
+    # cuDNN/cuBLAS handle failures plus a small device: someone else had the memory.
+    created = hits.get("created_device_memory")
+    if created and any(k in hits for k in ("cudnn_handle_failed", "cublas_handle_failed")):
+        mbs = [int(g.get("mb", "0")) for g in created.groups]
+        note("gpu_memory_contention", f"TensorFlow created its GPU device with "
+             f"{min(mbs)} MB; cuDNN/cuBLAS then could not get memory for their handles.")
+
+    # How the process ended.
+    if exit_info is not None:
+        if exit_info.signal == "SIGKILL" and exit_info.oom_kill_record:
+            line = [("kernel log", 0, exit_info.oom_kill_line or "OOM kill record")]
+            add("host_oom", 6.0, line)
+            note("host_oom", "The process was killed by SIGKILL and the kernel recorded an "
+                 "out-of-memory kill for it.")
+        elif exit_info.signal == "SIGILL":
+            add("cpu_instructions_unsupported", 3.0)
+            note("cpu_instructions_unsupported", "The process died of SIGILL.")
+        elif exit_info.signal == "SIGKILL":
+            add("host_oom", 1.5)
+
+    # Environment facts: who else holds VRAM.
+    if facts is not None and any(
+        c in hits for c in ("cudnn_handle_failed", "cublas_handle_failed", "bfc_oom",
+                            "cuda_out_of_memory", "blas_launch_failed")
+    ):
+        for name in facts:
+            if name.endswith(".processes") and name.startswith("gpu"):
+                procs = facts.value(name) or []
+                held = sum(p.get("used_mib") or 0 for p in procs if isinstance(p, dict))
+                total = facts.value(name.replace(".processes", ".memory_total_mib")) or 0
+                if total and held > 0.5 * total:
+                    add("gpu_memory_contention", 3.0)
+                    note("gpu_memory_contention", f"Other processes hold {held} of {total} MiB "
+                         "on this GPU.")
+
+
+# ---------------------------------------------------------------- public API
+
+
+@functools.cache
+def default_diagnoser_parts() -> tuple[tuple[Signature, ...], dict[str, CauseInfo]]:
+    causes = load_causes()
+    return load_signatures(causes=causes), causes
+
+
+def new_diagnoser() -> Diagnoser:
+    """A fresh engine over the shipped signatures (for feeding chunks yourself)."""
+    sigs, causes = default_diagnoser_parts()
+    return Diagnoser(sigs, causes)
+
+
+def diagnose(
+    *inputs: str | bytes | Path | BinaryIO,
+    facts: Facts | None = None,
+    exit_info: ExitInfo | None = None,
+    names: Iterable[str] = (),
+) -> Diagnosis:
+    """Diagnose one case made of one or more texts (files, pastes, stdin), streaming.
+
+    Never raises on content: any text or bytes give a (possibly empty) diagnosis.
+
+    Raises:
+        OSError: a Path input cannot be opened or read.
+    """
+    d = new_diagnoser()
+    labels = list(names)
+    for i, src in enumerate(inputs):
+        label = labels[i] if i < len(labels) else (src.name if isinstance(src, Path) else "input")
+        for chunk in iter_chunks(src, label):
+            d.feed(chunk)
+    return d.result(facts=facts, exit_info=exit_info)

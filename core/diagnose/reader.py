@@ -1,0 +1,131 @@
+"""Stream any crash text (a file, stdin, a paste, bytes) as clean numbered chunks of lines.
+
+Real pastes are messy: quote prefixes, ANSI colours, CRLF, progress-bar carriage returns,
+backtick fences, JSON-escaped notebook outputs, non-UTF-8 bytes, binary junk, lines megabytes
+long. The reader cleans all of that at C speed, a few MiB at a time, so memory stays bounded
+however big the log is, and line numbers stay those of the input.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO
+
+CHUNK_BYTES = 4 << 20
+MAX_LINE_CHARS = 64 << 10  # a longer "line" is binary junk or a minified blob: cut it
+
+_ANSI = re.compile(r"\x1b(?:\[[0-9;?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-Z\\-_])")
+# quote prefixes of mail / chat / markdown ("> ", "| "), the Python prompt, fences and the
+# single backticks people wrap log lines in
+_PREFIX = re.compile(r"(?m)^[ \t]*(?:(?:>>>|\.\.\.|>|\|)[ \t]?)*`*")
+_SUFFIX = re.compile(r"(?m)`+[ \t]*$")
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+# a JSON string holding one output line, as in .ipynb files: "text...\n",
+_JSON_LINE = re.compile(r'(?m)^[ \t]*"((?:[^"\\\n]|\\.)*)",?[ \t]*$')
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """Cleaned text of whole lines; `first_line` is the input line number of its first line."""
+
+    source: str
+    first_line: int
+    text: str
+
+
+def clean(text: str) -> str:
+    """Normalise a block of whole lines (no line is added or removed)."""
+    if "\r" in text:
+        text = text.replace("\r\n", "\n").replace("\r", " ")
+    if "\x1b" in text:
+        text = _ANSI.sub("", text)
+    text = _CONTROL.sub("", text)
+    if '\\n"' in text or '\\n",' in text:
+        text = _JSON_LINE.sub(_unescape, text)
+    text = _PREFIX.sub("", text)
+    if "`" in text:
+        text = _SUFFIX.sub("", text)
+    return text
+
+
+def _unescape(m: re.Match[str]) -> str:
+    try:
+        s = json.loads('"' + m.group(1) + '"')
+    except ValueError:
+        return m.group(0)
+    return str(s).replace("\n", " ").rstrip()
+
+
+def _cap_lines(text: str) -> str:
+    if len(text) <= MAX_LINE_CHARS or all(
+        len(line) <= MAX_LINE_CHARS for line in text.split("\n")
+    ):
+        return text
+    return "\n".join(line[:MAX_LINE_CHARS] for line in text.split("\n"))
+
+
+def iter_chunks(
+    src: str | bytes | Path | BinaryIO | Iterable[str], source: str = "input"
+) -> Iterator[Chunk]:
+    """Yield cleaned chunks of the input, in order, never holding more than a few MiB.
+
+    Accepts text, bytes, a path, a binary file object (stdin.buffer), or an iterable of lines.
+
+    Raises:
+        OSError: a path that cannot be opened or read (missing, a directory, no permission).
+    """
+    if isinstance(src, Path):
+        with src.open("rb") as fh:
+            yield from _iter_binary(fh, source)
+        return
+    if isinstance(src, bytes):
+        yield from _iter_binary(io.BytesIO(src), source)
+        return
+    if isinstance(src, str):
+        yield from _iter_binary(io.BytesIO(src.encode("utf-8", "surrogatepass")), source)
+        return
+    if hasattr(src, "read"):
+        yield from _iter_binary(src, source)
+        return
+    lines = [line if line.endswith("\n") else line + "\n" for line in src]
+    yield from _iter_binary(io.BytesIO("".join(lines).encode("utf-8", "replace")), source)
+
+
+def _iter_binary(fh: BinaryIO, source: str) -> Iterator[Chunk]:
+    line_no = 1
+    carry = b""
+    while True:
+        block = fh.read(CHUNK_BYTES)
+        if not block:
+            break
+        data = carry + block
+        cut = data.rfind(b"\n")
+        if cut < 0:
+            if len(data) < MAX_LINE_CHARS * 4:
+                carry = data
+                continue
+            cut = len(data) - 1  # one enormous line: emit it (capped) and go on
+        carry = data[cut + 1 :]
+        text = data[: cut + 1].decode("utf-8", "replace")
+        yield Chunk(source, line_no, _cap_lines(clean(text)))
+        line_no += text.count("\n")
+    if carry:
+        text = carry.decode("utf-8", "replace")
+        yield Chunk(source, line_no, _cap_lines(clean(text)))
+
+
+def iter_lines(
+    src: str | bytes | Path | BinaryIO | Iterable[str], source: str = "input"
+) -> Iterator[tuple[int, str]]:
+    """(line number, cleaned text) for every input line; convenient for small inputs."""
+    for chunk in iter_chunks(src, source):
+        lines = chunk.text.split("\n")
+        if lines and lines[-1] == "":
+            lines.pop()
+        for i, line in enumerate(lines):
+            yield chunk.first_line + i, line
