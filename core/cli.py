@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 from tfdoctor.core import __version__
 
 if TYPE_CHECKING:
+    from tfdoctor.core.model import Diagnosis
     from tfdoctor.core.scan import CheckReport
 
 EXIT_OK, EXIT_FINDINGS, EXIT_UNUSABLE = 0, 1, 2
@@ -89,6 +90,18 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--all", action="store_true", help="also list the checks that passed")
     c.add_argument("--no-color", action="store_true", help="no ANSI colours")
 
+    d = sub.add_parser(
+        "diagnose",
+        help="explain why a TensorFlow run died, from what it printed",
+        description="Read crash output (a TF log, a traceback, a Jupyter server log, dmesg "
+        "lines, an nvidia-smi paste; several files are one case; - reads standard input) and "
+        "name the likely causes, best first, with the lines that prove them. Exit code: 0 "
+        "when it ran, 2 when an input cannot be read.",
+    )
+    d.add_argument("files", nargs="+", metavar="FILE", help="log files, or - for stdin")
+    d.add_argument("--json", action="store_true", help="print the diagnosis as JSON")
+    d.add_argument("--no-color", action="store_true", help="no ANSI colours")
+
     e = sub.add_parser(
         "envs",
         help="list Python environments to check (kernelspecs, conda envs, running kernels)",
@@ -129,6 +142,8 @@ def main(argv: Sequence[str] | None = None, open_app: OpenApp | None = None) -> 
             return open_app(args.smoke_test)
         if args.command == "check":
             return cmd_check(args)
+        if args.command == "diagnose":
+            return cmd_diagnose(args)
         if args.command == "envs":
             return cmd_envs(args)
         if args.command == "capture":
@@ -249,6 +264,80 @@ def render_report(report: CheckReport, paint: Painter, show_ok: bool = False) ->
 def _clip(text: str, n: int) -> str:
     text = " ".join(text.split())
     return text if len(text) <= n else text[: n - 1] + "…"
+
+
+def cmd_diagnose(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from tfdoctor.core.diagnose.engine import diagnose
+
+    inputs: list[Any] = []
+    names: list[str] = []
+    for name in args.files:
+        if name == "-":
+            inputs.append(sys.stdin.buffer)
+            names.append("stdin")
+            continue
+        p = Path(name)
+        if p.is_dir():
+            return _fail(f"{name}: is a directory, not a log file")
+        if not os.access(p, os.R_OK):
+            reason = "no such file" if not p.exists() else "permission denied"
+            return _fail(f"{name}: {reason}")
+        inputs.append(p)
+        names.append(p.name)
+    try:
+        result = diagnose(*inputs, names=names)
+    except OSError as exc:
+        return _fail(f"{getattr(exc, 'filename', None) or 'input'}: {exc.strerror or exc}")
+    if args.json:
+        json.dump(result.to_json(), sys.stdout, indent=2)
+        sys.stdout.write("\n")
+        return EXIT_OK
+    paint = Painter(sys.stdout, force=False if args.no_color else None)
+    sys.stdout.write(render_diagnosis(result, paint))
+    return EXIT_OK
+
+
+def render_diagnosis(result: Diagnosis, paint: Painter) -> str:
+    """The terminal view of a diagnosis: causes best first, their proof, what to do."""
+    from tfdoctor.core.knowledge import catalog
+
+    width = min(shutil.get_terminal_size((100, 20)).columns, 100)
+    fixes = catalog.fixes()
+    out = [
+        paint("tfdoctor diagnose", "1")
+        + f" — {', '.join(result.sources) or 'input'}: {result.lines_read} lines read"
+    ]
+    if not result.causes:
+        out.append("")
+        out.append("No known failure pattern found in this text.")
+        if result.noise_lines:
+            out.append(
+                f"({result.noise_lines} lines are known harmless messages, e.g. TensorRT or "
+                "NUMA notices: they are not why a run fails.)"
+            )
+        out += [
+            "What to capture next:",
+            "  · the full output of the run, from the start (TF_CPP_MIN_LOG_LEVEL=0),",
+            "  · for a dead Jupyter kernel: the terminal/log of the Jupyter server, not the "
+            "notebook,",
+            "  · `sudo dmesg | tail -50` right after a silent death (OOM kills, Xid errors),",
+            "  · `nvidia-smi` while it runs; or run `tfdoctor check` on the environment.",
+        ]
+        return "\n".join(out) + "\n"
+    for rank, c in enumerate(result.causes, 1):
+        out.append("")
+        colour = "31;1" if rank == 1 else "33"
+        out.append(paint(f"{rank}. {c.title}", colour) + f"  [{c.id}, {c.confidence:.0%}]")
+        for line in textwrap.wrap(c.explanation, width - 5):
+            out.append(f"     {line}")
+        for e in c.evidence[:5]:
+            where = f"{e.source}:{e.line}" if e.line else e.source
+            out.append(paint(f"     · {where}: {_clip(e.text, width - 12 - len(where))}", "2"))
+        for fid in c.fixes[:3]:
+            out.append(f"     → {fixes[fid].title if fid in fixes else fid} [{fid}]")
+    return "\n".join(out) + "\n"
 
 
 def cmd_envs(args: argparse.Namespace) -> int:

@@ -1,4 +1,4 @@
-"""The crash diagnosis engine: streamed text (+ facts, exit status) -> ranked causes with evidence."""
+"""Crash diagnosis: streamed text (+ facts, exit status) -> ranked causes with evidence."""
 
 from __future__ import annotations
 
@@ -137,8 +137,14 @@ def load_signatures(
                 raise SignatureError(f"{where}: matches its counterexample {ex!r}")
         out.append(
             Signature(
-                sid, anchors, pattern, weights, bool(row.get("noise", False)),
-                row.get("role"), examples, counter,
+                sid,
+                anchors,
+                pattern,
+                weights,
+                bool(row.get("noise", False)),
+                row.get("role"),
+                examples,
+                counter,
             )
         )
     return tuple(out)
@@ -289,13 +295,19 @@ def _context_rules(
                 continue  # TensorRT: optional, known noise
             if _DRIVER_SIDE.match(lib):
                 add("no_gpu_visible", 3.5, line)
-                note("no_gpu_visible", f"{lib} is part of the NVIDIA driver, not of CUDA: the "
-                     "driver is missing here (or the container was started without the GPU).")
+                note(
+                    "no_gpu_visible",
+                    f"{lib} is part of the NVIDIA driver, not of CUDA: the "
+                    "driver is missing here (or the container was started without the GPU).",
+                )
             elif _RUNTIME.search(lib):
                 add("cuda_cudnn_version_mismatch", 2.6, line)
                 add("missing_cuda_libs", 2.2, line)
-                note("cuda_cudnn_version_mismatch", f"TensorFlow looks for {lib}: the CUDA "
-                     "runtime version in that file name is the one this build needs.")
+                note(
+                    "cuda_cudnn_version_mismatch",
+                    f"TensorFlow looks for {lib}: the CUDA "
+                    "runtime version in that file name is the one this build needs.",
+                )
             else:
                 add("missing_cuda_libs", 3.2, line)
                 add("cuda_cudnn_version_mismatch", 1.4, line)
@@ -318,8 +330,11 @@ def _context_rules(
             f = parse_size(g.get("free", "") + g.get("fu", ""))
             if t and f is not None and f < 0.5 * t:
                 add("gpu_memory_contention", 3.0, [(src, n, text)])
-                note("gpu_memory_contention", f"Only {f / 2**30:.1f} of {t / 2**30:.1f} GiB "
-                     "was free when TensorFlow started.")
+                note(
+                    "gpu_memory_contention",
+                    f"Only {f / 2**30:.1f} of {t / 2**30:.1f} GiB "
+                    "was free when TensorFlow started.",
+                )
 
     # A tensor OOM on the CPU device is host memory, not GPU memory.
     tensor = hits.get("oom_allocating_tensor")
@@ -339,13 +354,19 @@ def _context_rules(
             # A huge allocation retried just before a small one failed: the pool holds big
             # chunks and cannot serve the small request contiguously.
             add("fragmentation", 3.0, bfc.lines + hits["bfc_benign_retry"].lines)
-            note("fragmentation", "The allocator first failed a very large allocation and "
-                 "then a small one: memory is there, but not in one piece.")
+            note(
+                "fragmentation",
+                "The allocator first failed a very large allocation and "
+                "then a small one: memory is there, but not in one piece.",
+            )
         elif biggest and biggest < 256 << 20:
             add("gpu_memory_contention", 1.6, bfc.lines)
-            note("gpu_memory_contention", f"Even a small allocation ({biggest / 2**20:.1f} MiB) "
-                 "failed: the memory pool was already almost full, which usually means other "
-                 "processes (another notebook) hold the GPU memory.")
+            note(
+                "gpu_memory_contention",
+                f"Even a small allocation ({biggest / 2**20:.1f} MiB) "
+                "failed: the memory pool was already almost full, which usually means other "
+                "processes (another notebook) hold the GPU memory.",
+            )
         elif biggest >= 1 << 30:
             add("gpu_oom", 1.5, bfc.lines)
             note("gpu_oom", f"A single tensor needed {biggest / 2**30:.2f} GiB.")
@@ -354,16 +375,22 @@ def _context_rules(
     created = hits.get("created_device_memory")
     if created and any(k in hits for k in ("cudnn_handle_failed", "cublas_handle_failed")):
         mbs = [int(g.get("mb", "0")) for g in created.groups]
-        note("gpu_memory_contention", f"TensorFlow created its GPU device with "
-             f"{min(mbs)} MB; cuDNN/cuBLAS then could not get memory for their handles.")
+        note(
+            "gpu_memory_contention",
+            f"TensorFlow created its GPU device with "
+            f"{min(mbs)} MB; cuDNN/cuBLAS then could not get memory for their handles.",
+        )
 
     # How the process ended.
     if exit_info is not None:
         if exit_info.signal == "SIGKILL" and exit_info.oom_kill_record:
             line = [("kernel log", 0, exit_info.oom_kill_line or "OOM kill record")]
             add("host_oom", 6.0, line)
-            note("host_oom", "The process was killed by SIGKILL and the kernel recorded an "
-                 "out-of-memory kill for it.")
+            note(
+                "host_oom",
+                "The process was killed by SIGKILL and the kernel recorded an "
+                "out-of-memory kill for it.",
+            )
         elif exit_info.signal == "SIGILL":
             add("cpu_instructions_unsupported", 3.0)
             note("cpu_instructions_unsupported", "The process died of SIGILL.")
@@ -372,8 +399,14 @@ def _context_rules(
 
     # Environment facts: who else holds VRAM.
     if facts is not None and any(
-        c in hits for c in ("cudnn_handle_failed", "cublas_handle_failed", "bfc_oom",
-                            "cuda_out_of_memory", "blas_launch_failed")
+        c in hits
+        for c in (
+            "cudnn_handle_failed",
+            "cublas_handle_failed",
+            "bfc_oom",
+            "cuda_out_of_memory",
+            "blas_launch_failed",
+        )
     ):
         for name in facts:
             if name.endswith(".processes") and name.startswith("gpu"):
@@ -382,8 +415,10 @@ def _context_rules(
                 total = facts.value(name.replace(".processes", ".memory_total_mib")) or 0
                 if total and held > 0.5 * total:
                     add("gpu_memory_contention", 3.0)
-                    note("gpu_memory_contention", f"Other processes hold {held} of {total} MiB "
-                         "on this GPU.")
+                    note(
+                        "gpu_memory_contention",
+                        f"Other processes hold {held} of {total} MiB on this GPU.",
+                    )
 
 
 # ---------------------------------------------------------------- public API

@@ -62,9 +62,7 @@ def _unescape(m: re.Match[str]) -> str:
 
 
 def _cap_lines(text: str) -> str:
-    if len(text) <= MAX_LINE_CHARS or all(
-        len(line) <= MAX_LINE_CHARS for line in text.split("\n")
-    ):
+    if len(text) <= MAX_LINE_CHARS or all(len(line) <= MAX_LINE_CHARS for line in text.split("\n")):
         return text
     return "\n".join(line[:MAX_LINE_CHARS] for line in text.split("\n"))
 
@@ -90,7 +88,7 @@ def iter_chunks(
         yield from _iter_binary(io.BytesIO(src.encode("utf-8", "surrogatepass")), source)
         return
     if hasattr(src, "read"):
-        yield from _iter_binary(src, source)
+        yield from _iter_binary(src, source)  # type: ignore[arg-type]
         return
     lines = [line if line.endswith("\n") else line + "\n" for line in src]
     yield from _iter_binary(io.BytesIO("".join(lines).encode("utf-8", "replace")), source)

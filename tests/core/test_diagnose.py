@@ -1,0 +1,209 @@
+"""The diagnosis engine on real logs users posted, messy pastes, and arbitrary bytes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tests.conftest import CORPUS, FIXTURES
+from tfdoctor.core.diagnose import engine
+from tfdoctor.core.diagnose.engine import ExitInfo, SignatureError, diagnose
+from tfdoctor.core.diagnose.reader import iter_lines
+from tfdoctor.core.model import Fact, Facts
+
+TFDOCTOR = str(Path(sys.executable).parent / "tfdoctor")
+
+
+def corpus_cases() -> list[tuple[str, str, str]]:
+    cases = []
+    for f in sorted(CORPUS.glob("*.txt")):
+        head, _, log = f.read_text(encoding="utf-8", errors="replace").partition("\n---\n")
+        meta = dict(line.split(": ", 1) for line in head.splitlines() if ": " in line)
+        want = meta["expect"] if meta["label"] == "other" else meta["label"]
+        cases.append((f.name, want, log))
+    return cases
+
+
+CASES = corpus_cases()
+
+
+def test_the_corpus_is_there() -> None:
+    assert len(CASES) >= 20, f"expected the real-log corpus at {CORPUS}"
+
+
+@pytest.mark.parametrize(("name", "want", "log"), CASES, ids=[c[0] for c in CASES])
+def test_corpus_log_has_its_cause_in_the_top_three(name: str, want: str, log: str) -> None:
+    ids = [c.id for c in diagnose(log.encode()).causes]
+    if want == "none":
+        assert ids == [], "harmless output must not be blamed"
+    else:
+        assert want in ids[:3], ids
+
+
+def test_corpus_first_place_rate_is_at_least_90_percent() -> None:
+    right = 0
+    for _, want, log in CASES:
+        ids = [c.id for c in diagnose(log.encode()).causes]
+        right += ids[:1] == [want] or (want == "none" and not ids)
+    assert right / len(CASES) >= 0.9
+
+
+def test_every_cause_has_line_numbered_evidence_and_fixes() -> None:
+    for _, _want, log in CASES:
+        for c in diagnose(log.encode()).causes:
+            assert c.evidence and all(e.line for e in c.evidence), c.id
+            assert c.fixes and 0 < c.confidence < 1
+
+
+def test_real_missing_driver_output_from_this_machine() -> None:
+    d = diagnose(FIXTURES / "logs" / "real_no_driver_tf221.txt")
+    assert d.causes[0].id == "no_gpu_visible"
+    assert any("cuInit" in e.text for e in d.causes[0].evidence)
+    assert d.noise_lines >= 2  # oneDNN / absl notices recognised as noise, not blamed
+
+
+def test_messy_paste_is_cleaned_and_keeps_line_numbers() -> None:
+    paste = (
+        b"> 2019-04-11 14:19:56: I gpu_device.cc:1115] Created TensorFlow device (/job:localhost"
+        b"/replica:0/task:0/device:GPU:0 with 6955 MB memory) -> physical GPU\r\n"
+        b"\x1b[31m> E cuda_dnn.cc:334] Could not create cudnn handle: CUDNN_STATUS_INTERNAL_ERROR"
+        b"\x1b[0m\r\n"
+        b"\xff\xfe binary \x00 junk\r\n"
+        b'    "E cuda_dnn.cc:334] Could not create cudnn handle: CUDNN_STATUS_INTERNAL_ERROR\\n",\n'
+        b"`Killed`\n"
+    )
+    lines = dict(iter_lines(paste))
+    assert lines[2].startswith("E cuda_dnn.cc:334] Could not create cudnn handle")
+    assert (
+        lines[4] == "E cuda_dnn.cc:334] Could not create cudnn handle: CUDNN_STATUS_INTERNAL_ERROR"
+    )
+    assert lines[5] == "Killed"
+    d = diagnose(paste)
+    contention = next(c for c in d.causes if c.id == "gpu_memory_contention")
+    assert [e.line for e in contention.evidence] == [2, 4]
+    assert "6955 MB" in contention.explanation
+
+
+def test_several_inputs_are_one_case_and_name_their_source() -> None:
+    tf_log = b"Epoch 1/10\nKilled\n"
+    dmesg = (
+        b"[  842.574969] Memory cgroup out of memory: Killed process 14203 (python) "
+        b"total-vm:4509744kB, anon-rss:2553468kB\n"
+    )
+    d = diagnose(tf_log, dmesg, names=["train.log", "dmesg.txt"])
+    top = d.causes[0]
+    assert top.id == "host_oom" and top.confidence > 0.9
+    assert {e.source for e in top.evidence} == {"train.log", "dmesg.txt"}
+
+
+def test_exit_status_and_facts_are_evidence_too() -> None:
+    d = diagnose(
+        b"",
+        exit_info=ExitInfo(
+            signal="SIGKILL", oom_kill_record=True, oom_kill_line="Killed process 99 (python)"
+        ),
+    )
+    assert d.causes[0].id == "host_oom" and d.causes[0].confidence > 0.9
+    handle = b"E cuda_dnn.cc:334] Could not create cudnn handle: CUDNN_STATUS_INTERNAL_ERROR\n"
+    facts = Facts(
+        [
+            Fact("gpu0.memory_total_mib", 24576, "nvml"),
+            Fact(
+                "gpu0.processes", [{"pid": 1, "used_mib": 22528, "is_jupyter_kernel": True}], "nvml"
+            ),
+        ]
+    )
+    with_facts = diagnose(handle, facts=facts).causes[0]
+    without = diagnose(handle).causes[0]
+    assert with_facts.id == without.id == "gpu_memory_contention"
+    assert with_facts.confidence > without.confidence
+    assert "22528 of 24576 MiB" in with_facts.explanation
+
+
+def test_cpu_tensor_oom_is_host_memory() -> None:
+    line = (
+        b"ResourceExhaustedError: OOM when allocating tensor with shape[100000,100000] and "
+        b"type float on /job:localhost/replica:0/task:0/device:CPU:0 by allocator cpu\n"
+    )
+    assert diagnose(line).causes[0].id == "host_oom"
+
+
+def test_tensorrt_and_bfc_not_a_failure_warnings_blame_nothing() -> None:
+    noise = (
+        b"W dso_loader.cc:64] Could not load dynamic library 'libnvinfer.so.7'; dlerror: x\n"
+        b"W bfc_allocator.cc:310] Allocator (GPU_0_bfc) ran out of memory trying to allocate "
+        b"4.64GiB with freed_by_count=0. The caller indicates that this is not a failure\n"
+        b"I cuda_gpu_executor.cc:937] successful NUMA node read from SysFS had negative value\n"
+    )
+    d = diagnose(noise)
+    assert d.causes == () and d.noise_lines == 3
+
+
+def test_libcuda_missing_is_the_driver_side() -> None:
+    line = b"W dso_loader.cc:64] Could not load dynamic library 'libcuda.so.1'; dlerror: nope\n"
+    assert diagnose(line).causes[0].id == "no_gpu_visible"
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(max_size=4000))
+def test_never_raises_on_any_bytes(data: bytes) -> None:
+    diagnose(data)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(max_size=2000))
+def test_never_raises_on_any_text(text: str) -> None:
+    diagnose(text)
+
+
+def _write(tmp_path: Path, name: str, text: str) -> Path:
+    p = tmp_path / name
+    p.write_text(text)
+    return p
+
+
+def test_signature_file_validation(tmp_path: Path) -> None:
+    good = (
+        '[[signature]]\nid = "x"\nanchor = "boom"\npattern = "boom"\n'
+        'causes = { gpu_oom = 1.0 }\nexamples = ["a boom"]\n'
+    )
+    assert engine.load_signatures(_write(tmp_path, "ok.toml", good))
+    bad = {
+        "unknown cause": good.replace("gpu_oom", "gpu_melted"),
+        "does not match": good.replace('["a boom"]', '["quiet"]'),
+        "counterexample": good + 'counterexamples = ["boom"]\n',
+        "duplicate": good + good,
+        "bad pattern": good.replace('pattern = "boom"', 'pattern = "(boom"'),
+        "no anchor in example": good.replace('anchor = "boom"', 'anchor = "bang"'),
+    }
+    for what, text in bad.items():
+        with pytest.raises(SignatureError):
+            engine.load_signatures(_write(tmp_path, "bad.toml", text))
+        assert what
+
+
+def test_cli_diagnose_stdin_json_and_bad_input(tmp_path: Path) -> None:
+    p = subprocess.run(
+        [TFDOCTOR, "diagnose", "-", "--json"], input=b"Killed\n", capture_output=True, timeout=60
+    )
+    assert p.returncode == 0
+    out = json.loads(p.stdout)
+    assert out["schema"] == 1 and out["causes"][0]["id"] == "host_oom"
+    assert out["causes"][0]["evidence"] == [{"text": "Killed", "line": 1, "source": "stdin"}]
+    nothing = subprocess.run(
+        [TFDOCTOR, "diagnose", "-"], input="all good\n", capture_output=True, text=True, timeout=60
+    )
+    assert nothing.returncode == 0 and "No known failure pattern" in nothing.stdout
+    assert "What to capture next" in nothing.stdout
+    for args in (["/no/such/log"], [str(tmp_path)]):
+        bad = subprocess.run(
+            [TFDOCTOR, "diagnose", *args], capture_output=True, text=True, timeout=60
+        )
+        assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1
+        assert "Traceback" not in bad.stderr
