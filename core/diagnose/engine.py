@@ -5,7 +5,6 @@ from __future__ import annotations
 import functools
 import math
 import re
-import tomllib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -60,10 +59,9 @@ class ExitInfo:
 
 def _toml(path: Path) -> dict[str, Any]:
     try:
-        with path.open("rb") as fh:
-            return tomllib.load(fh)
-    except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise SignatureError(f"{path.name}: {exc}") from None
+        return catalog.load_toml(path)
+    except catalog.CatalogError as exc:
+        raise SignatureError(str(exc)) from None
 
 
 def load_causes(path: Path = KNOWLEDGE / "causes.toml") -> dict[str, CauseInfo]:

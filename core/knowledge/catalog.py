@@ -32,7 +32,12 @@ class LogSignal:
     examples: tuple[str, ...]
 
 
-def _load_toml(path: Path) -> dict[str, Any]:
+def load_toml(path: Path) -> dict[str, Any]:
+    """Parse a knowledge TOML file.
+
+    Raises:
+        CatalogError: unreadable file or bad TOML (the message names the file).
+    """
     try:
         with path.open("rb") as fh:
             return tomllib.load(fh)
@@ -47,7 +52,7 @@ def load_fixes(path: Path = HERE / "fixes.toml") -> dict[str, Fix]:
         CatalogError: unreadable TOML, a duplicate id, an unknown kind or a missing field.
     """
     out: dict[str, Fix] = {}
-    for i, row in enumerate(_load_toml(path).get("fix", [])):
+    for i, row in enumerate(load_toml(path).get("fix", [])):
         try:
             fix = Fix(str(row["id"]), str(row["kind"]), str(row["title"]), str(row["summary"]))
         except KeyError as exc:
@@ -69,7 +74,7 @@ def load_signals(path: Path = HERE / "log_signals.toml") -> tuple[LogSignal, ...
     """
     out: list[LogSignal] = []
     seen: set[str] = set()
-    for i, row in enumerate(_load_toml(path).get("signal", [])):
+    for i, row in enumerate(load_toml(path).get("signal", [])):
         sid = str(row.get("id", f"#{i + 1}"))
         try:
             pattern = re.compile(str(row["pattern"]))
