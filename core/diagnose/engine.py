@@ -230,6 +230,10 @@ class Diagnoser:
             for cause, w in sig.causes.items():
                 add(cause, w * repeat, hit.lines)
         _context_rules(self.hits, add, notes, facts, exit_info)
+        # A run that got as far as allocating tensors was not stopped by a missing GPU: the
+        # "no driver / cuInit failed" start-up notices then describe the setting, not the crash.
+        if "no_gpu_visible" in scores and any(h in self.hits for h in _RAN_PAST_DEVICE_INIT):
+            scores["no_gpu_visible"] *= 0.4
         causes = []
         for cid, score in sorted(scores.items(), key=lambda kv: -kv[1]):
             if score < MIN_SCORE or cid not in self.causes:
@@ -265,6 +269,17 @@ class Diagnoser:
 # Clues that are decisive only in context. Each adds weight (and a specific sentence) to a
 # cause; the generic weights live in signatures.toml.
 
+_RAN_PAST_DEVICE_INIT = (
+    "bfc_oom",
+    "oom_allocating_tensor",
+    "python_memory_error",
+    "killed",
+    "kernel_oom_kill",
+    "retracing",
+)
+_CPU_ALLOCATOR = re.compile(
+    r"cpu|host", re.I
+)  # cpu, mklcpu, bfc_cpu_allocator_for_gpu, gpu_host_bfc
 _DRIVER_SIDE = re.compile(r"^(libcuda\.so|nvcuda\.dll|libnvidia-ml|nvml\.dll)", re.I)
 _RUNTIME = re.compile(r"cudart", re.I)
 _VERSIONED = re.compile(r"(?:\.so\.|64_)(\d+)(?:\.(\d+))?|64_(\d)(\d)\d?\.dll", re.I)
@@ -345,6 +360,18 @@ def _context_rules(
 
     # BFC out-of-memory: the request size and the other clues tell the three causes apart.
     bfc = hits.get("bfc_oom")
+    if bfc and all(_CPU_ALLOCATOR.search(g.get("allocator", "")) for g in bfc.groups):
+        # TF's CPU allocator ran out: that is host RAM (or a cap on it), not GPU memory.
+        add("gpu_oom", -2.0)
+        add("fragmentation", -1.0)
+        add("gpu_memory_contention", -1.0)
+        add("host_oom", 5.0, bfc.lines)
+        note(
+            "host_oom",
+            "The allocator that ran out is TensorFlow's CPU allocator: host RAM "
+            "(or the limit put on it) was exhausted, not GPU memory.",
+        )
+        bfc = None
     if bfc:
         sizes = [parse_size(g.get("size", "")) or 0 for g in bfc.groups]
         biggest = max(sizes, default=0)

@@ -207,3 +207,12 @@ def test_cli_diagnose_stdin_json_and_bad_input(tmp_path: Path) -> None:
         )
         assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1
         assert "Traceback" not in bad.stderr
+
+
+def test_real_cpu_bfc_oom_from_this_machine_is_host_memory() -> None:
+    """A real ResourceExhausted from TF's CPU BFC allocator (tests/fixtures/logs/*cpu_bfc*)."""
+    d = diagnose(FIXTURES / "logs" / "real_cpu_bfc_oom.txt")
+    top = d.causes[0]
+    assert top.id == "host_oom"
+    assert any("ran out of memory" in e.text for e in top.evidence)
+    assert "CPU allocator" in top.explanation
