@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from tfdoctor.core.diagnose.bfc import parse_size
 from tfdoctor.core.diagnose.reader import Chunk, iter_chunks
 from tfdoctor.core.knowledge import catalog
 from tfdoctor.core.model import Cause, Diagnosis, Evidence, Facts
@@ -19,8 +20,6 @@ MIN_SCORE = 1.0  # below this a cause is not reported
 EVIDENCE_PER_SIGNATURE = 4
 EVIDENCE_PER_CAUSE = 8
 
-_SIZE = re.compile(r"([0-9.]+)\s*([KMGT]?)i?B", re.I)
-_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 
 
 class SignatureError(Exception):
@@ -146,14 +145,6 @@ def load_signatures(
             )
         )
     return tuple(out)
-
-
-def parse_size(text: str) -> int | None:
-    """'73.50MiB' -> bytes; None when it is not a size."""
-    m = _SIZE.search(text)
-    if not m:
-        return None
-    return int(float(m.group(1)) * _UNITS[m.group(2).upper()])
 
 
 @dataclass
