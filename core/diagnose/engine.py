@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from tfdoctor.core.diagnose.bfc import parse_size
+from tfdoctor.core.diagnose.bfc import BfcOom, BfcParser, parse_size
 from tfdoctor.core.diagnose.reader import Chunk, iter_chunks
 from tfdoctor.core.knowledge import catalog
 from tfdoctor.core.model import Cause, Diagnosis, Evidence, Facts
@@ -19,7 +19,6 @@ KNOWLEDGE = Path(__file__).resolve().parent.parent / "knowledge"
 MIN_SCORE = 1.0  # below this a cause is not reported
 EVIDENCE_PER_SIGNATURE = 4
 EVIDENCE_PER_CAUSE = 8
-
 
 
 class SignatureError(Exception):
@@ -166,11 +165,13 @@ class Diagnoser:
         self.lines_read = 0
         self.noise_lines = 0
         self.sources: list[str] = []
+        self._bfc: dict[str, BfcParser] = {}  # per input: line numbers restart in each
 
     def feed(self, chunk: Chunk) -> None:
         text = chunk.text
         if chunk.source not in self.sources:
             self.sources.append(chunk.source)
+        self._bfc.setdefault(chunk.source, BfcParser()).feed_chunk(chunk.first_line, text)
         self.lines_read += text.count("\n") + (0 if text.endswith("\n") or not text else 1)
         pos_done = -1
         line_no = chunk.first_line
@@ -220,7 +221,9 @@ class Diagnoser:
             repeat = 1.0 + 0.15 * min(hit.count - 1, 4)
             for cause, w in sig.causes.items():
                 add(cause, w * repeat, hit.lines)
+        ooms = [(src, oom) for src, p in self._bfc.items() for oom in p.results()]
         _context_rules(self.hits, add, notes, facts, exit_info)
+        _bfc_rules(ooms, self.hits, add, notes, facts)
         # A run that got as far as allocating tensors was not stopped by a missing GPU: the
         # "no driver / cuInit failed" start-up notices then describe the setting, not the crash.
         if "no_gpu_visible" in scores and any(h in self.hits for h in _RAN_PAST_DEVICE_INIT):
@@ -350,43 +353,6 @@ def _context_rules(
         note("host_oom", "The failed allocation was on the CPU device: host RAM ran out.")
 
     # BFC out-of-memory: the request size and the other clues tell the three causes apart.
-    bfc = hits.get("bfc_oom")
-    if bfc and all(_CPU_ALLOCATOR.search(g.get("allocator", "")) for g in bfc.groups):
-        # TF's CPU allocator ran out: that is host RAM (or a cap on it), not GPU memory.
-        add("gpu_oom", -2.0)
-        add("fragmentation", -1.0)
-        add("gpu_memory_contention", -1.0)
-        add("host_oom", 5.0, bfc.lines)
-        note(
-            "host_oom",
-            "The allocator that ran out is TensorFlow's CPU allocator: host RAM "
-            "(or the limit put on it) was exhausted, not GPU memory.",
-        )
-        bfc = None
-    if bfc:
-        sizes = [parse_size(g.get("size", "")) or 0 for g in bfc.groups]
-        biggest = max(sizes, default=0)
-        if hits.get("bfc_benign_retry"):
-            # A huge allocation retried just before a small one failed: the pool holds big
-            # chunks and cannot serve the small request contiguously.
-            add("fragmentation", 3.0, bfc.lines + hits["bfc_benign_retry"].lines)
-            note(
-                "fragmentation",
-                "The allocator first failed a very large allocation and "
-                "then a small one: memory is there, but not in one piece.",
-            )
-        elif biggest and biggest < 256 << 20:
-            add("gpu_memory_contention", 1.6, bfc.lines)
-            note(
-                "gpu_memory_contention",
-                f"Even a small allocation ({biggest / 2**20:.1f} MiB) "
-                "failed: the memory pool was already almost full, which usually means other "
-                "processes (another notebook) hold the GPU memory.",
-            )
-        elif biggest >= 1 << 30:
-            add("gpu_oom", 1.5, bfc.lines)
-            note("gpu_oom", f"A single tensor needed {biggest / 2**30:.2f} GiB.")
-
     # cuDNN/cuBLAS handle failures plus a small device: someone else had the memory.
     created = hits.get("created_device_memory")
     if created and any(k in hits for k in ("cudnn_handle_failed", "cublas_handle_failed")):
@@ -435,6 +401,106 @@ def _context_rules(
                         "gpu_memory_contention",
                         f"Other processes hold {held} of {total} MiB on this GPU.",
                     )
+
+
+_VERDICT_CAUSE = {
+    "workload_too_big": "gpu_oom",
+    "fragmentation": "fragmentation",
+    "small_pool": "gpu_memory_contention",
+}
+
+
+def _bfc_rules(
+    ooms: list[tuple[str, BfcOom]],
+    hits: Mapping[str, _Hit],
+    add: Any,
+    notes: dict[str, list[str]],
+    facts: Facts | None,
+) -> None:
+    """The BFC allocator's own numbers tell gpu_oom, fragmentation and contention apart."""
+
+    def note(cause: str, text: str) -> None:
+        if text not in notes.setdefault(cause, []):
+            notes[cause].append(text)
+
+    failures = [(src, o) for src, o in ooms if not o.benign]
+    benign = [(src, o) for src, o in ooms if o.benign]
+    header_hits = hits.get("bfc_oom")
+    header_lines = header_hits.lines if header_hits else []
+
+    def lines_of(src: str, oom: BfcOom) -> list[tuple[str, int, str]]:
+        return [ln for ln in header_lines if ln[0] == src and ln[1] in oom.lines]
+
+    if failures and all(o.device == "CPU" for _, o in failures):
+        # TF's CPU allocator (or pinned host memory) ran out: host RAM, not GPU memory.
+        for cause, w in (
+            ("gpu_oom", -2.0),
+            ("fragmentation", -1.0),
+            ("gpu_memory_contention", -1.0),
+        ):
+            add(cause, w)
+        src, oom = failures[-1]
+        add("host_oom", 5.0, lines_of(src, oom))
+        note(
+            "host_oom",
+            "The allocator that ran out is TensorFlow's CPU allocator: host RAM "
+            "(or the limit put on it) was exhausted, not GPU memory. " + oom.sentence(),
+        )
+        return
+    gpu_total = None
+    if facts is not None:
+        totals = [facts.value(n) for n in facts if n.endswith(".memory_total_mib")]
+        known = [int(t) << 20 for t in totals if isinstance(t, int)]
+        gpu_total = max(known) if len(known) == 1 else None
+    decided = False
+    for src, oom in failures:
+        cause = _VERDICT_CAUSE.get(oom.verdict(gpu_total))
+        if cause is None and oom.limit_bytes and oom.in_use_bytes:
+            # No request size (the paste starts inside the dump), but a full pool says enough.
+            if oom.in_use_bytes >= 0.9 * oom.limit_bytes:
+                add("gpu_oom", 1.5, lines_of(src, oom))
+                note("gpu_oom", oom.sentence())
+            continue
+        if cause is None:
+            continue
+        decided = True
+        add(cause, 3.5, lines_of(src, oom))
+        note(cause, oom.sentence())
+    if decided or not failures:
+        return
+    # No usable numbers (a pasted header only): judge by the request size and what else
+    # the log shows.
+    biggest = max((o.request_bytes or 0) for _, o in failures)
+    lines = [ln for src, o in failures for ln in lines_of(src, o)]
+    if benign and max((o.request_bytes or 0) for _, o in benign) > biggest:
+        # A huge allocation retried before a small one failed: the pool holds big chunks
+        # and cannot serve the small request contiguously.
+        add(
+            "fragmentation",
+            3.0,
+            lines + [ln for s, o in benign for ln in _benign_lines(hits, s, o)],
+        )
+        note(
+            "fragmentation",
+            "The allocator first failed a very large allocation and then "
+            "a small one: memory is there, but not in one piece.",
+        )
+    elif biggest and biggest < 256 << 20:
+        add("gpu_memory_contention", 1.6, lines)
+        note(
+            "gpu_memory_contention",
+            f"Even a small allocation ({biggest / 2**20:.1f} MiB) "
+            "failed: the memory pool was already almost full, which usually means other "
+            "processes (another notebook) hold the GPU memory.",
+        )
+    elif biggest >= 1 << 30:
+        add("gpu_oom", 1.5, lines)
+        note("gpu_oom", f"A single tensor needed {biggest / 2**30:.2f} GiB.")
+
+
+def _benign_lines(hits: Mapping[str, _Hit], src: str, oom: BfcOom) -> list[tuple[str, int, str]]:
+    hit = hits.get("bfc_benign_retry")
+    return [ln for ln in (hit.lines if hit else []) if ln[0] == src and ln[1] in oom.lines]
 
 
 # ---------------------------------------------------------------- public API

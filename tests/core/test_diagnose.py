@@ -216,3 +216,29 @@ def test_real_cpu_bfc_oom_from_this_machine_is_host_memory() -> None:
     assert top.id == "host_oom"
     assert any("ran out of memory" in e.text for e in top.evidence)
     assert "CPU allocator" in top.explanation
+
+
+@pytest.mark.parametrize(
+    ("excerpt", "want"),
+    [
+        ("LOGHI", "fragmentation"),
+        ("HOST_BFC_TF1", "host_oom"),
+        ("STATS_ONLY_2016", "gpu_oom"),
+        ("DEEPSPEECH", "gpu_oom"),
+        ("BIG_REQUEST_TF1", "gpu_oom"),
+    ],
+)
+def test_real_bfc_dumps_through_the_engine(excerpt: str, want: str) -> None:
+    """Real BFC dumps users posted (sources in tests/core/test_bfc.py), parsed into numbers."""
+    from tests.core import test_bfc
+
+    top = diagnose(getattr(test_bfc, excerpt)).causes[0]
+    assert top.id == want
+    assert top.evidence
+
+
+def test_a_full_bfc_pool_is_explained_with_its_numbers() -> None:
+    from tests.core import test_bfc
+
+    top = diagnose(test_bfc.STATS_ONLY_2016).causes[0]
+    assert "the pool limit is 480.0 MiB, 479.8 MiB was in use" in top.explanation
