@@ -433,12 +433,12 @@ def _bfc_rules(
 
     if failures and all(o.device == "CPU" for _, o in failures):
         # TF's CPU allocator (or pinned host memory) ran out: host RAM, not GPU memory.
-        for cause, w in (
+        for other, w in (
             ("gpu_oom", -2.0),
             ("fragmentation", -1.0),
             ("gpu_memory_contention", -1.0),
         ):
-            add(cause, w)
+            add(other, w)
         src, oom = failures[-1]
         add("host_oom", 5.0, lines_of(src, oom))
         note(
