@@ -8,6 +8,8 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any, Final, Literal
 
+from tfdoctor.core.diagnose.reader import MAX_LINE_CHARS
+
 logger = logging.getLogger(__name__)
 
 Verdict = Literal["workload_too_big", "fragmentation", "small_pool", "unknown"]
@@ -21,7 +23,6 @@ SMALL_REQUEST_FRACTION: Final = 0.10  # ... failing a request under 10 % of it: 
 APPROX_MARGIN: Final = 1.05
 
 # --- bounds: one parser reads a week-long log; nothing here grows with the log ------------
-MAX_LINE_CHARS: Final = 64 << 10  # longer "lines" are binary junk: only their head is read
 MAX_FAILURES: Final = 256  # past this, the newest failure replaces the last kept one
 MAX_BENIGN: Final = 64  # idem for the harmless freed_by_count warnings
 MAX_EVIDENCE_LINES: Final = 24

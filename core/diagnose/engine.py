@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from tfdoctor.core.diagnose.bfc import BfcOom, BfcParser, parse_size
-from tfdoctor.core.diagnose.reader import Chunk, iter_chunks
+from tfdoctor.core.diagnose.reader import MAX_LINE_CHARS, Chunk, iter_chunks
 from tfdoctor.core.knowledge import catalog
 from tfdoctor.core.model import Cause, Diagnosis, Evidence, Facts
 
@@ -19,6 +19,7 @@ KNOWLEDGE = Path(__file__).resolve().parent.parent / "knowledge"
 MIN_SCORE = 1.0  # below this a cause is not reported
 EVIDENCE_PER_SIGNATURE = 4
 EVIDENCE_PER_CAUSE = 8
+SEEN_LINES_KEPT = 20_000
 
 
 class SignatureError(Exception):
@@ -159,8 +160,16 @@ class Diagnoser:
     def __init__(self, signatures: tuple[Signature, ...], causes: Mapping[str, CauseInfo]):
         self.signatures = signatures
         self.causes = causes
-        anchors = sorted({a for s in signatures for a in s.anchors}, key=len, reverse=True)
-        self._prefilter = re.compile("|".join(re.escape(a) for a in anchors))
+        # Anchors are found with str.find (a C substring search, GB/s) rather than one regex
+        # alternation, which Python's re walks position by position at a few MB/s.
+        self._anchors = tuple(sorted({a for s in signatures for a in s.anchors}))
+        self._by_anchor: dict[str, tuple[Signature, ...]] = {
+            a: tuple(s for s in signatures if a in s.anchors) for a in self._anchors
+        }
+        # Logs repeat lines (progress, retried errors): remember what each distinct line
+        # matched. Bounded: emptied when full.
+        self._seen: dict[str, tuple[tuple[Signature, dict[str, str]], ...]] = {}
+        self._order = {s.id: i for i, s in enumerate(signatures)}
         self.hits: dict[str, _Hit] = {}
         self.lines_read = 0
         self.noise_lines = 0
@@ -173,35 +182,54 @@ class Diagnoser:
             self.sources.append(chunk.source)
         self._bfc.setdefault(chunk.source, BfcParser()).feed_chunk(chunk.first_line, text)
         self.lines_read += text.count("\n") + (0 if text.endswith("\n") or not text else 1)
-        pos_done = -1
+        starts: dict[int, list[str]] = {}
+        for anchor in self._anchors:
+            at = text.find(anchor)
+            while at >= 0:
+                start = text.rfind("\n", 0, at) + 1
+                starts.setdefault(start, []).append(anchor)
+                end = text.find("\n", at)
+                if end < 0:
+                    break
+                at = text.find(anchor, end)  # the next line with it; this one is listed
         line_no = chunk.first_line
         counted_to = 0
-        for m in self._prefilter.finditer(text):
-            start = text.rfind("\n", 0, m.start()) + 1
-            if start <= pos_done:
-                continue  # this line was already examined
-            end = text.find("\n", m.start())
+        for start in sorted(starts):
+            end = text.find("\n", start)
             end = len(text) if end < 0 else end
-            pos_done = end
             line_no += text.count("\n", counted_to, start)
             counted_to = start
-            self._examine(chunk.source, line_no, text[start:end])
+            line = text[start : min(end, start + MAX_LINE_CHARS)]
+            self._examine(chunk.source, line_no, line, starts[start])
 
-    def _examine(self, source: str, line_no: int, line: str) -> None:
+    def _examine(self, source: str, line_no: int, line: str, anchors: list[str]) -> None:
+        matched = self._seen.get(line)
+        if matched is None:
+            found = []
+            tried: set[str] = set()
+            for anchor in anchors:
+                for sig in self._by_anchor[anchor]:
+                    if sig.id in tried:
+                        continue
+                    tried.add(sig.id)
+                    m = sig.pattern.search(line)
+                    if m is not None:
+                        groups = {k: v for k, v in m.groupdict().items() if v is not None}
+                        found.append((sig, groups))
+            matched = tuple(sorted(found, key=lambda sg: self._order[sg[0].id]))
+            if len(self._seen) >= SEEN_LINES_KEPT:
+                self._seen.clear()
+            self._seen[line] = matched
         noise = False
-        for sig in self.signatures:
-            if not any(a in line for a in sig.anchors):
-                continue
-            m = sig.pattern.search(line)
-            if m is None:
-                continue
-            if sig.noise:
-                noise = True
-            hit = self.hits.setdefault(sig.id, _Hit())
+        for sig, groups in matched:
+            noise = noise or sig.noise
+            hit = self.hits.get(sig.id)
+            if hit is None:
+                hit = self.hits[sig.id] = _Hit()
             hit.count += 1
             if len(hit.lines) < EVIDENCE_PER_SIGNATURE:
                 hit.lines.append((source, line_no, line.strip()[:500]))
-                hit.groups.append({k: v for k, v in m.groupdict().items() if v is not None})
+                hit.groups.append(groups)
         if noise:
             self.noise_lines += 1
 
@@ -226,7 +254,9 @@ class Diagnoser:
         _bfc_rules(ooms, self.hits, add, notes, facts)
         # A run that got as far as allocating tensors was not stopped by a missing GPU: the
         # "no driver / cuInit failed" start-up notices then describe the setting, not the crash.
-        if "no_gpu_visible" in scores and any(h in self.hits for h in _RAN_PAST_DEVICE_INIT):
+        if "no_gpu_visible" in scores and "training_progress" in self.hits:
+            scores["no_gpu_visible"] *= 0.1  # training ran (on the CPU): not why it failed
+        elif "no_gpu_visible" in scores and any(h in self.hits for h in _RAN_PAST_DEVICE_INIT):
             scores["no_gpu_visible"] *= 0.4
         causes = []
         for cid, score in sorted(scores.items(), key=lambda kv: -kv[1]):

@@ -17,14 +17,13 @@ from pathlib import Path
 from typing import BinaryIO
 
 CHUNK_BYTES = 4 << 20
-MAX_LINE_CHARS = 64 << 10  # a longer "line" is binary junk or a minified blob: cut it
+MAX_LINE_CHARS = 64 << 10  # longer "lines" are binary junk: readers cut them (see engine)
 
 _ANSI = re.compile(r"\x1b(?:\[[0-9;?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-Z\\-_])")
 # quote prefixes of mail / chat / markdown ("> ", "| "), the Python prompt, fences and the
 # single backticks people wrap log lines in
-_PREFIX = re.compile(r"(?m)^[ \t]*(?:(?:>>>|\.\.\.|>|\|)[ \t]?)*`*")
+_PREFIX = re.compile(r"(?m)^[ \t]*(?:(?:>>>|\.\.\.|>|\|)[ \t]?)+`*|^[ \t]*`+")
 _SUFFIX = re.compile(r"(?m)`+[ \t]*$")
-_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 # a JSON string holding one output line, as in .ipynb files: "text...\n",
 _JSON_LINE = re.compile(r'(?m)^[ \t]*"((?:[^"\\\n]|\\.)*)",?[ \t]*$')
 
@@ -38,16 +37,35 @@ class Chunk:
     text: str
 
 
+_CONTROL_BYTES = bytes(c for c in range(32) if c not in (9, 10, 13)) + b"\x7f"
+_ANSI_BYTES = re.compile(rb"\x1b(?:\[[0-9;?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-Z\\-_])")
+_CR_TO_SPACE = bytes.maketrans(b"\r", b" ")
+_QUOTE_STARTS = ("\n>", "\n|", "\n...", "\n >", "\n |", "\n`")
+
+
+def clean_bytes(data: bytes) -> bytes:
+    """Byte-level cleaning at C speed: ANSI codes, control characters, carriage returns."""
+    if b"\x1b" in data:
+        data = _ANSI_BYTES.sub(b"", data)
+    if b"\r" in data:
+        data = data.replace(b"\r\n", b"\n").translate(_CR_TO_SPACE)
+    return data.translate(None, _CONTROL_BYTES)
+
+
 def clean(text: str) -> str:
-    """Normalise a block of whole lines (no line is added or removed)."""
+    """Normalise a block of whole lines (no line is added or removed).
+
+    Each step first checks, at C speed, whether it has anything to do: most of a huge log
+    needs none of them, and a regex pass over every line would dominate the run time.
+    """
     if "\r" in text:
         text = text.replace("\r\n", "\n").replace("\r", " ")
     if "\x1b" in text:
         text = _ANSI.sub("", text)
-    text = _CONTROL.sub("", text)
-    if '\\n"' in text or '\\n",' in text:
+    if '\\n"' in text:
         text = _JSON_LINE.sub(_unescape, text)
-    text = _PREFIX.sub("", text)
+    if text[:1] in (">", "|", "`", " ", ".") or any(q in text for q in _QUOTE_STARTS):
+        text = _PREFIX.sub("", text)
     if "`" in text:
         text = _SUFFIX.sub("", text)
     return text
@@ -59,12 +77,6 @@ def _unescape(m: re.Match[str]) -> str:
     except ValueError:
         return m.group(0)
     return str(s).replace("\n", " ").rstrip()
-
-
-def _cap_lines(text: str) -> str:
-    if len(text) <= MAX_LINE_CHARS or all(len(line) <= MAX_LINE_CHARS for line in text.split("\n")):
-        return text
-    return "\n".join(line[:MAX_LINE_CHARS] for line in text.split("\n"))
 
 
 def iter_chunks(
@@ -109,12 +121,13 @@ def _iter_binary(fh: BinaryIO, source: str) -> Iterator[Chunk]:
                 continue
             cut = len(data) - 1  # one enormous line: emit it (capped) and go on
         carry = data[cut + 1 :]
-        text = data[: cut + 1].decode("utf-8", "replace")
-        yield Chunk(source, line_no, _cap_lines(clean(text)))
+        raw = clean_bytes(data[: cut + 1])
+        text = raw.decode("utf-8", "replace")
+        yield Chunk(source, line_no, clean(text))
         line_no += text.count("\n")
     if carry:
-        text = carry.decode("utf-8", "replace")
-        yield Chunk(source, line_no, _cap_lines(clean(text)))
+        text = clean_bytes(carry).decode("utf-8", "replace")
+        yield Chunk(source, line_no, clean(text))
 
 
 def iter_lines(

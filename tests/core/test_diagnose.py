@@ -242,3 +242,10 @@ def test_a_full_bfc_pool_is_explained_with_its_numbers() -> None:
 
     top = diagnose(test_bfc.STATS_ONLY_2016).causes[0]
     assert "the pool limit is 480.0 MiB, 479.8 MiB was in use" in top.explanation
+
+
+def test_real_harmless_training_on_cpu_blames_nothing() -> None:
+    """A real Keras run on this GPU-less machine: its 'no cuda drivers' notices are not a crash."""
+    d = diagnose(FIXTURES / "logs" / "real_keras_training_cpu.txt")
+    assert d.causes == ()
+    assert d.noise_lines > 0
