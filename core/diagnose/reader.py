@@ -22,8 +22,8 @@ MAX_LINE_CHARS = 64 << 10  # longer "lines" are binary junk: readers cut them (s
 _ANSI = re.compile(r"\x1b(?:\[[0-9;?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-Z\\-_])")
 # quote prefixes of mail / chat / markdown ("> ", "| "), the Python prompt, fences and the
 # single backticks people wrap log lines in
-_PREFIX = re.compile(r"(?m)^[ \t]*(?:(?:>>>|\.\.\.|>|\|)[ \t]?)+`*|^[ \t]*`+")
-_SUFFIX = re.compile(r"(?m)`+[ \t]*$")
+_PREFIX = re.compile(r"^[ \t]*(?:(?:>>>|\.\.\.|>|\|)[ \t]?)*`*")
+_SUFFIX = re.compile(r"`+[ \t]*$")
 # a JSON string holding one output line, as in .ipynb files: "text...\n",
 _JSON_LINE = re.compile(r'(?m)^[ \t]*"((?:[^"\\\n]|\\.)*)",?[ \t]*$')
 
@@ -40,7 +40,6 @@ class Chunk:
 _CONTROL_BYTES = bytes(c for c in range(32) if c not in (9, 10, 13)) + b"\x7f"
 _ANSI_BYTES = re.compile(rb"\x1b(?:\[[0-9;?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-Z\\-_])")
 _CR_TO_SPACE = bytes.maketrans(b"\r", b" ")
-_QUOTE_STARTS = ("\n>", "\n|", "\n...", "\n >", "\n |", "\n`")
 
 
 def clean_bytes(data: bytes) -> bytes:
@@ -56,7 +55,9 @@ def clean(text: str) -> str:
     """Normalise a block of whole lines (no line is added or removed).
 
     Each step first checks, at C speed, whether it has anything to do: most of a huge log
-    needs none of them, and a regex pass over every line would dominate the run time.
+    needs none of them, and a regex pass over every line would dominate the run time. Quote
+    prefixes and backtick wrappers are left to `clean_line`, applied only to the few lines
+    the engine looks at.
     """
     if "\r" in text:
         text = text.replace("\r\n", "\n").replace("\r", " ")
@@ -64,11 +65,16 @@ def clean(text: str) -> str:
         text = _ANSI.sub("", text)
     if '\\n"' in text:
         text = _JSON_LINE.sub(_unescape, text)
-    if text[:1] in (">", "|", "`", " ", ".") or any(q in text for q in _QUOTE_STARTS):
-        text = _PREFIX.sub("", text)
-    if "`" in text:
-        text = _SUFFIX.sub("", text)
     return text
+
+
+def clean_line(line: str) -> str:
+    """One line without quote prefixes ("> ", "| ", ">>> ") or wrapping backticks."""
+    if line[:1] in (">", "|", "`", " ", "\t", "."):
+        line = _PREFIX.sub("", line, count=1)
+    if line.endswith(("`", "` ", "`\t")):
+        line = _SUFFIX.sub("", line, count=1)
+    return line
 
 
 def _unescape(m: re.Match[str]) -> str:
@@ -139,4 +145,4 @@ def iter_lines(
         if lines and lines[-1] == "":
             lines.pop()
         for i, line in enumerate(lines):
-            yield chunk.first_line + i, line
+            yield chunk.first_line + i, clean_line(line)
