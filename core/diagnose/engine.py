@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from ahocorasick_rs import AhoCorasick
+from ahocorasick_rs import BytesAhoCorasick, Implementation
 
 from tfdoctor.core.diagnose.bfc import BfcOom, BfcParser, parse_size
 from tfdoctor.core.diagnose.reader import MAX_LINE_CHARS, Chunk, clean_line, iter_chunks
@@ -167,7 +167,7 @@ class Diagnoser:
         # Python's re walks an alternation position by position at a few MB/s.
         self._anchors = tuple(sorted({a for s in signatures for a in s.anchors}))
         self._active: tuple[str, ...] = ()
-        self._matcher: AhoCorasick | None = None
+        self._matcher: BytesAhoCorasick | None = None
         self._by_anchor: dict[str, tuple[Signature, ...]] = {
             a: tuple(s for s in signatures if a in s.anchors) for a in self._anchors
         }
@@ -190,26 +190,31 @@ class Diagnoser:
         active = self._unsaturated_anchors()
         if active != self._active:
             self._active = active
-            self._matcher = AhoCorasick(active) if active else None
+            self._matcher = (
+                BytesAhoCorasick([a.encode() for a in active], implementation=Implementation.DFA)
+                if active
+                else None
+            )
         if self._matcher is None:
             return
+        raw = chunk.raw or text.encode("utf-8", "replace")
         starts: dict[int, list[str]] = {}
         line_start, line_end = -1, -1
-        for idx, at, _end in self._matcher.find_matches_as_indexes(text, overlapping=True):
+        for idx, at, _end in self._matcher.find_matches_as_indexes(raw, overlapping=True):
             if not line_start <= at < line_end:
-                line_start = text.rfind("\n", 0, at) + 1
-                line_end = text.find("\n", at)
-                line_end = len(text) if line_end < 0 else line_end
+                line_start = raw.rfind(b"\n", 0, at) + 1
+                line_end = raw.find(b"\n", at)
+                line_end = len(raw) if line_end < 0 else line_end
             starts.setdefault(line_start, []).append(active[idx])
         line_no = chunk.first_line
         counted_to = 0
         for start in sorted(starts):
-            end = text.find("\n", start)
-            end = len(text) if end < 0 else end
-            line_no += text.count("\n", counted_to, start)
+            end = raw.find(b"\n", start)
+            end = len(raw) if end < 0 else end
+            line_no += raw.count(b"\n", counted_to, start)
             counted_to = start
-            line = clean_line(text[start : min(end, start + MAX_LINE_CHARS)])
-            self._examine(chunk.source, line_no, line, starts[start])
+            piece = raw[start : min(end, start + MAX_LINE_CHARS)].decode("utf-8", "replace")
+            self._examine(chunk.source, line_no, clean_line(piece), starts[start])
 
     def _unsaturated_anchors(self) -> tuple[str, ...]:
         """Anchors of signatures that can still change the result.

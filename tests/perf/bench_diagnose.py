@@ -24,33 +24,39 @@ CRASH_FRACTION = 0.01  # a long log is mostly training output; 1 line in 100 is 
 RATIO_TARGET, RSS_TARGET_MB, PASTE_TARGET_MS = 3.0, 100, 50
 
 
-def real_lines(folders: list[Path] = CRASH_SOURCES) -> list[str]:
-    lines = []
+def real_logs(folders: list[Path] = CRASH_SOURCES) -> list[list[str]]:
+    """Each real crash log (corpus and fixtures) as a list of its lines."""
+    logs = []
     for folder in folders:
         for f in sorted(folder.glob("*.txt")):
             text = f.read_text(encoding="utf-8", errors="replace")
             body = text.partition("\n---\n")[2] or text
-            lines += [line for line in body.splitlines() if line.strip()]
-    return lines
+            logs.append([line for line in body.splitlines() if line.strip()])
+    return logs
+
+
+def real_lines() -> list[str]:
+    return [line for log in real_logs() for line in log]
 
 
 def make_log(path: Path, megabytes: int, seed: int = 7) -> None:
-    """Real lines (recorded training output, with 1% real crash lines), shuffled with a fixed
-    seed, until the file reaches the size."""
+    """Real lines until the file reaches the size: recorded training output, with whole real
+    crash logs (corpus and fixtures, each kept contiguous as in a real log) making up about
+    1% of the lines, at random places. Fixed seed: the same file every run."""
     rng = random.Random(seed)
-    crash = real_lines()
+    crashes = real_logs()
     benign = [line for line in BENIGN.read_text(encoding="utf-8").splitlines()[1:] if line.strip()]
     target = megabytes << 20
     written = 0
     with path.open("w", encoding="utf-8") as fh:
         while written < target:
-            block = (
-                "\n".join(
-                    rng.choice(crash) if rng.random() < CRASH_FRACTION else rng.choice(benign)
-                    for _ in range(2000)
-                )
-                + "\n"
-            )
+            lines: list[str] = []
+            while len(lines) < 2000:
+                if rng.random() < CRASH_FRACTION / 10:  # crash logs average ~10 lines
+                    lines += rng.choice(crashes)
+                else:
+                    lines.append(rng.choice(benign))
+            block = "\n".join(lines) + "\n"
             fh.write(block)
             written += len(block.encode())
 
