@@ -51,6 +51,7 @@ _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 # matters only while a dump waits for its tensor line. Plain substring tests: several times
 # faster than one regex alternation.
 _TRIGGERS: Final = ("emory", "hunk", "Stats:", "Found device", "OOM")
+TRIGGER_BYTES: Final = tuple(t.encode() for t in _TRIGGERS)
 _HEADER = re.compile(
     # TF 0.x (2016) said "Ran out of memory trying to allocate 24.50MiB.  See logs for memory
     # state." without naming the allocator
@@ -589,6 +590,11 @@ class BfcParser:
             self._feed(line_no, text)
         except Exception:  # a diagnosis tool must not die of the log it diagnoses
             logger.debug("BFC parser skipped line %s", line_no, exc_info=True)
+
+    @property
+    def idle(self) -> bool:
+        """Not inside a dump: a chunk without any trigger word can be skipped whole."""
+        return self._current is None and self._stats_line is None and self._awaiting is None
 
     def feed_chunk(self, first_line: int, text: str) -> None:
         """Read a block of whole lines ("\n"-separated) whose first line is `first_line`.

@@ -12,7 +12,7 @@ from typing import Any, BinaryIO
 
 from ahocorasick_rs import BytesAhoCorasick, Implementation
 
-from tfdoctor.core.diagnose.bfc import BfcOom, BfcParser, parse_size
+from tfdoctor.core.diagnose.bfc import TRIGGER_BYTES, BfcOom, BfcParser, parse_size
 from tfdoctor.core.diagnose.reader import MAX_LINE_CHARS, Chunk, clean_line, iter_chunks
 from tfdoctor.core.knowledge import catalog
 from tfdoctor.core.model import Cause, Diagnosis, Evidence, Facts
@@ -185,7 +185,10 @@ class Diagnoser:
         text = chunk.text
         if chunk.source not in self.sources:
             self.sources.append(chunk.source)
-        self._bfc.setdefault(chunk.source, BfcParser()).feed_chunk(chunk.first_line, text)
+        bfc = self._bfc.setdefault(chunk.source, BfcParser())
+        raw = chunk.raw or text.encode("utf-8", "replace")
+        if not bfc.idle or any(t in raw for t in TRIGGER_BYTES):
+            bfc.feed_chunk(chunk.first_line, text)
         self.lines_read += text.count("\n") + (0 if text.endswith("\n") or not text else 1)
         active = self._unsaturated_anchors()
         if active != self._active:
@@ -197,7 +200,6 @@ class Diagnoser:
             )
         if self._matcher is None:
             return
-        raw = chunk.raw or text.encode("utf-8", "replace")
         starts: dict[int, list[str]] = {}
         line_start, line_end = -1, -1
         for idx, at, _end in self._matcher.find_matches_as_indexes(raw, overlapping=True):

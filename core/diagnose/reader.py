@@ -137,10 +137,15 @@ def _iter_binary(fh: BinaryIO, source: str) -> Iterator[Chunk]:
 
 
 def _chunk(source: str, line_no: int, raw: bytes) -> Chunk:
-    decoded = raw.decode("utf-8", "replace")
-    text = clean(decoded)
-    if text is not decoded or "\ufffd" in text:
-        raw = text.encode("utf-8")  # keep raw and text the same characters
+    try:
+        text, valid = raw.decode("utf-8"), True
+    except UnicodeDecodeError:
+        text, valid = raw.decode("utf-8", "replace"), False
+    if not valid or b'\\n"' in raw:
+        # JSON-escaped lines to unescape, or bytes that were not UTF-8: keep raw and text
+        # the same characters (checked on bytes first: a search in a wide str is slower)
+        text = clean(text)
+        raw = text.encode("utf-8")
     return Chunk(source, line_no, text, raw)
 
 
