@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Container, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Final, Literal
 
@@ -24,6 +25,7 @@ APPROX_MARGIN: Final = 1.05
 
 # --- bounds: one parser reads a week-long log; nothing here grows with the log ------------
 MAX_FAILURES: Final = 256  # past this, the newest failure replaces the last kept one
+FULL_DUMPS: Final = 16  # past this, a dump is skimmed: header, Stats block, OOM line
 MAX_BENIGN: Final = 64  # idem for the harmless freed_by_count warnings
 MAX_EVIDENCE_LINES: Final = 24
 DUMP_IDLE_LINES: Final = 16  # this many lines with nothing of the dump in them close it
@@ -50,8 +52,22 @@ _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 # start at "Stats:", "Found device N" numbers the GPU whose memory the next lines give; "OOM"
 # matters only while a dump waits for its tensor line. Plain substring tests: several times
 # faster than one regex alternation.
-_TRIGGERS: Final = ("emory", "hunk", "Stats:", "Found device", "OOM")
+# Outside a dump, only lines holding one of these can mean anything to the parser (see
+# `_feed`: "hunk" lines only start a headless dump with one of the three "chunks" words).
+# "OOM" comes last: it matters only while a failure waits for its "OOM when" line.
+# the bin lines of a dump (they hold a trigger word): skipped in a skimmed dump
+_LISTING_ONLY = re.compile(rb"Bin \(\d+\):\s*Total Chunks|Bin for .{0,40}was")
+_TRIGGERS: Final = (
+    "Total Chunks",  # the first LISTING_TRIGGERS words: bin lines
+    "Bin for",
+    "emory",
+    "in-use chunks",
+    "Stats:",
+    "Found device",
+    "OOM",
+)
 TRIGGER_BYTES: Final = tuple(t.encode() for t in _TRIGGERS)
+LISTING_TRIGGERS: Final = 2
 _HEADER = re.compile(
     # TF 0.x (2016) said "Ran out of memory trying to allocate 24.50MiB.  See logs for memory
     # state." without naming the allocator
@@ -89,6 +105,12 @@ _STAT = re.compile(
     r"(?:^|[\s>|\]])(Limit|InUse|MaxInUse|NumAllocs|MaxAllocSize|Reserved|PeakReserved"
     rf"|LargestFreeBlock|PeakPoolBytes|PoolBytes):\s+({_SIZE_TOKEN})(?=\s|$)"
 )
+_STAT_KEYS = (
+    b"Limit|InUse|MaxInUse|NumAllocs|MaxAllocSize|Reserved|PeakReserved"
+    b"|LargestFreeBlock|PeakPoolBytes|PoolBytes"
+)
+# the lines of a Stats block, read with one regex call per block
+_STATS_RUN = re.compile(rb"(?:[^\n]*?(?<![^\s>|\]])(?:" + _STAT_KEYS + rb"):[ \t]+[0-9][^\n]*\n)+")
 _OCCUPANCY = re.compile(r"(?:^|\]\s?)\s*[*x_]{20,}\s*$")
 _OOM_TENSOR = re.compile(
     r"OOM when allocating tensor (?:with|of) shape\s*\[(?P<shape>[^\]]{0,400})\]"
@@ -131,6 +153,7 @@ _DTYPE_BYTES: Final[dict[str, int]] = {
 }
 
 
+@functools.lru_cache(maxsize=4096)  # dumps repeat the same few sizes thousands of times
 def parse_size(text: str) -> int | None:
     """Bytes in a size as TensorFlow prints it, exactly; None when it is not a size.
 
@@ -454,6 +477,8 @@ class _Record:
         # from the bin lines: free = allocated - in use, summed (rounded human sizes)
         self.bins_seen = False
         self.bins_free = 0
+        # a dump past FULL_DUMPS: its listing is not read (a log of thousands of OOMs)
+        self.skimmed = False
         self.shape: tuple[int, ...] | None = None
         self.shape_seen = False
         self.dtype: str | None = None
@@ -571,6 +596,7 @@ class BfcParser:
         self._gpu_free: dict[int, int] = {}
         self._created: dict[int, int] = {}
         self._found_index: int | None = None
+        self._dumps = 0  # failure dumps begun so far
         self._stats_line: int | None = None  # an idle "Stats:" line, a dump if "Limit:" follows
 
     # -- public ---------------------------------------------------------------------------
@@ -596,43 +622,90 @@ class BfcParser:
         """Not inside a dump: a chunk without any trigger word can be skipped whole."""
         return self._current is None and self._stats_line is None and self._awaiting is None
 
-    def feed_chunk(self, first_line: int, text: str) -> None:
+    def feed_chunk(
+        self,
+        first_line: int,
+        text: str | bytes,
+        starts: Sequence[int] | None = None,
+        line_at: Callable[[int], int] | None = None,
+        listing: Container[int] = (),
+    ) -> None:
         """Read a block of whole lines ("\n"-separated) whose first line is `first_line`.
 
         Same result as feeding each line, but the stretches between dumps are skipped at C
-        speed (one regex scan), which is what a multi-GiB log needs. Fits the chunks of
-        `tfdoctor.core.diagnose.reader.iter_chunks`.
+        speed (byte searches for the trigger words; only lines fed are decoded), which is
+        what a multi-GiB log needs. `text` may be UTF-8 bytes (faster) or str. A caller that
+        already scanned the bytes passes `starts`, the sorted byte offsets of the lines that
+        hold a trigger word (TRIGGER_BYTES), `line_at`, offset to line number
+        (`Chunk.line_at`), and `listing`, those of the starts whose only trigger words are
+        LISTING_TRIGGERS; nothing is then searched twice.
         """
         try:
-            self._feed_chunk(first_line, text)
+            self._feed_chunk(first_line, text, starts, line_at, listing)
         except Exception:
             logger.debug("BFC parser skipped a chunk at line %s", first_line, exc_info=True)
 
-    def _feed_chunk(self, first_line: int, text: str) -> None:
+    def _feed_chunk(
+        self,
+        first_line: int,
+        text: str | bytes,
+        starts: Sequence[int] | None,
+        line_at: Callable[[int], int] | None,
+        listing: Container[int],
+    ) -> None:
+        data = text.encode("utf-8", "replace") if isinstance(text, str) else text
         pos = 0
         line_no = first_line
-        end = len(text)
-        upcoming = [-1] * len(_TRIGGERS)  # next position of each trigger word (end: none)
+        end = len(data)
+        upcoming = [-1] * len(TRIGGER_BYTES)  # next position of each trigger word (end: none)
+        next_start = 0  # index in starts
+        n_starts = len(starts) if starts is not None else 0
         while pos < end:
-            if self._current is None and self._stats_line is None:
-                hit = end
-                words = len(_TRIGGERS) if self._awaiting is not None else len(_TRIGGERS) - 1
-                for i in range(words):
-                    word = _TRIGGERS[i]
-                    if upcoming[i] < pos:
-                        found = text.find(word, pos)
-                        upcoming[i] = found if found >= 0 else end
-                    hit = min(hit, upcoming[i])
-                if hit >= end:
-                    return
-                nl = text.rfind("\n", pos, hit)
-                if nl >= 0:
-                    line_no += text.count("\n", pos, nl + 1)
-                    pos = nl + 1
-            nl = text.find("\n", pos)
+            cur = self._current
+            skim = cur is not None and cur.skimmed and not self._in_stats
+            if (cur is None and self._stats_line is None) or skim:
+                if starts is not None:
+                    while next_start < n_starts and (
+                        starts[next_start] < pos or (skim and starts[next_start] in listing)
+                    ):
+                        next_start += 1
+                    if next_start == n_starts:
+                        return
+                    line_start = starts[next_start]
+                else:
+                    hit = end
+                    words = len(TRIGGER_BYTES) - (0 if self._awaiting is not None else 1)
+                    for i in range(words):
+                        if upcoming[i] < pos:
+                            found = data.find(TRIGGER_BYTES[i], pos)
+                            upcoming[i] = found if found >= 0 else end
+                        hit = min(hit, upcoming[i])
+                    if hit >= end:
+                        return
+                    line_start = data.rfind(b"\n", pos, hit) + 1 or pos
+                if line_start > pos:
+                    if line_at is not None:
+                        line_no = line_at(line_start)
+                    else:
+                        line_no += data.count(b"\n", pos, line_start)
+                    pos = line_start
+            if self._in_stats and cur is not None:
+                run = _STATS_RUN.match(data, pos)
+                if run is not None:
+                    taken = self._stats_run(cur, line_no, data[pos : run.end()])
+                    if taken:
+                        for _ in range(taken):
+                            pos = data.find(b"\n", pos) + 1
+                        line_no += taken
+                        continue
+            nl = data.find(b"\n", pos)
             if nl < 0:
                 nl = end
-            line = text[pos:nl]
+            if skim and starts is None and _LISTING_ONLY.search(data, pos, nl):
+                pos = nl + 1  # a bin line of a skimmed dump
+                line_no += 1
+                continue
+            line = data[pos : min(nl, pos + MAX_LINE_CHARS)].decode("utf-8", "replace")
             if line.endswith("\r"):
                 line = line[:-1]
             self.feed(line_no, line)
@@ -713,6 +786,8 @@ class BfcParser:
     def _begin_headless(self, line_no: int) -> _Record:
         rec = _Record(line_no, None)
         self._order += 1
+        self._dumps += 1
+        rec.skimmed = self._dumps > FULL_DUMPS
         self._keep(self._failures, rec, MAX_FAILURES)
         self._current = rec
         self._awaiting = rec
@@ -758,6 +833,8 @@ class BfcParser:
         if benign:
             self._keep(self._benign, rec, MAX_BENIGN)
             return
+        self._dumps += 1
+        rec.skimmed = self._dumps > FULL_DUMPS
         self._keep(self._failures, rec, MAX_FAILURES)
         self._current = rec
         self._awaiting = rec
@@ -879,6 +956,21 @@ class BfcParser:
             # other lines keep their meaning while a dump streams (other threads log too)
             if "emory" in text or "Found device" in text:
                 self._idle_line(line_no, text)
+
+    def _stats_run(self, cur: _Record, line_no: int, run: bytes) -> int:
+        """Lines of a Stats block, as `_dump_line` reads them; how many were taken."""
+        taken = 0
+        for line in run.decode("utf-8", "replace").split("\n")[:-1]:
+            if "\x1b" in line:
+                line = _ANSI.sub("", line)
+            found = _STAT.findall(line)
+            if not found:
+                break  # the block ends here: the line is read on its own
+            self._take_stats(cur, line_no + taken, found)
+            taken += 1
+        if taken:
+            cur.last_line = line_no + taken - 1
+        return taken
 
     def _take_stats(self, cur: _Record, line_no: int, found: list[tuple[str, str]]) -> None:
         for key, value in found:

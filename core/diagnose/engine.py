@@ -12,7 +12,13 @@ from typing import Any, BinaryIO
 
 from ahocorasick_rs import BytesAhoCorasick, Implementation
 
-from tfdoctor.core.diagnose.bfc import TRIGGER_BYTES, BfcOom, BfcParser, parse_size
+from tfdoctor.core.diagnose.bfc import (
+    LISTING_TRIGGERS,
+    TRIGGER_BYTES,
+    BfcOom,
+    BfcParser,
+    parse_size,
+)
 from tfdoctor.core.diagnose.reader import MAX_LINE_CHARS, Chunk, clean_line, iter_chunks
 from tfdoctor.core.knowledge import catalog
 from tfdoctor.core.model import Cause, Diagnosis, Evidence, Facts
@@ -173,7 +179,9 @@ class Diagnoser:
         }
         # Logs repeat lines (progress, retried errors): remember what each distinct line
         # matched. Bounded: emptied when full.
-        self._seen: dict[str, tuple[tuple[Signature, dict[str, str]], ...]] = {}
+        self._seen: dict[bytes, tuple[str, tuple[tuple[Signature, dict[str, str]], ...]]] = {}
+        # per anchor, how many of its signatures are not yet saturated (0: the anchor is dead)
+        self._live = {a: len(sigs) for a, sigs in self._by_anchor.items()}
         self._order = {s.id: i for i, s in enumerate(signatures)}
         self.hits: dict[str, _Hit] = {}
         self.lines_read = 0
@@ -182,41 +190,47 @@ class Diagnoser:
         self._bfc: dict[str, BfcParser] = {}  # per input: line numbers restart in each
 
     def feed(self, chunk: Chunk) -> None:
-        text = chunk.text
+        raw = chunk.raw
         if chunk.source not in self.sources:
             self.sources.append(chunk.source)
         bfc = self._bfc.setdefault(chunk.source, BfcParser())
-        raw = chunk.raw or text.encode("utf-8", "replace")
-        if not bfc.idle or any(t in raw for t in TRIGGER_BYTES):
-            bfc.feed_chunk(chunk.first_line, text)
-        self.lines_read += text.count("\n") + (0 if text.endswith("\n") or not text else 1)
+        self.lines_read += chunk.lines
         active = self._unsaturated_anchors()
-        if active != self._active:
+        if active != self._active or self._matcher is None:
+            # one automaton finds the live anchors and the BFC parser's trigger words
             self._active = active
-            self._matcher = (
-                BytesAhoCorasick([a.encode() for a in active], implementation=Implementation.DFA)
-                if active
-                else None
-            )
-        if self._matcher is None:
-            return
-        starts: dict[int, list[str]] = {}
+            words = [a.encode() for a in active] + list(TRIGGER_BYTES)
+            self._matcher = BytesAhoCorasick(words, implementation=Implementation.DFA)
+        live = self._live
+        n_active = len(active)
+        bfc_starts: list[int] = []
+        listing: set[int] = set()  # starts of bin lines (only listing trigger words)
+        first_strong = n_active + LISTING_TRIGGERS
         line_start, line_end = -1, -1
+        line_anchors: list[str] = []
         for idx, at, _end in self._matcher.find_matches_as_indexes(raw, overlapping=True):
             if not line_start <= at < line_end:
+                if line_anchors:
+                    self._examine(chunk, line_start, line_end, line_anchors)
+                    line_anchors = []
                 line_start = raw.rfind(b"\n", 0, at) + 1
                 line_end = raw.find(b"\n", at)
                 line_end = len(raw) if line_end < 0 else line_end
-            starts.setdefault(line_start, []).append(active[idx])
-        line_no = chunk.first_line
-        counted_to = 0
-        for start in sorted(starts):
-            end = raw.find(b"\n", start)
-            end = len(raw) if end < 0 else end
-            line_no += raw.count(b"\n", counted_to, start)
-            counted_to = start
-            piece = raw[start : min(end, start + MAX_LINE_CHARS)].decode("utf-8", "replace")
-            self._examine(chunk.source, line_no, clean_line(piece), starts[start])
+            if idx >= n_active:
+                if not bfc_starts or bfc_starts[-1] != line_start:
+                    bfc_starts.append(line_start)
+                    if idx < first_strong:
+                        listing.add(line_start)
+                elif idx >= first_strong:
+                    listing.discard(line_start)
+                continue
+            anchor = active[idx]
+            if live[anchor]:  # else saturated earlier in this chunk
+                line_anchors.append(anchor)
+        if line_anchors:
+            self._examine(chunk, line_start, line_end, line_anchors)
+        if bfc_starts or not bfc.idle:
+            bfc.feed_chunk(chunk.first_line, raw, bfc_starts, chunk.line_at, listing)
 
     def _unsaturated_anchors(self) -> tuple[str, ...]:
         """Anchors of signatures that can still change the result.
@@ -225,17 +239,13 @@ class Diagnoser:
         repeat weight; later lines only count. Dropping its anchors from the automaton keeps
         a log full of one repeated message (a progress line, a retried error) fast.
         """
-        live = {
-            a
-            for s in self.signatures
-            if (h := self.hits.get(s.id)) is None or h.count < SATURATED
-            for a in s.anchors
-        }
-        return tuple(a for a in self._anchors if a in live)
+        return tuple(a for a in self._anchors if self._live[a])
 
-    def _examine(self, source: str, line_no: int, line: str, anchors: list[str]) -> None:
-        matched = self._seen.get(line)
-        if matched is None:
+    def _examine(self, chunk: Chunk, start: int, end: int, anchors: list[str]) -> None:
+        piece = chunk.raw[start : min(end, start + MAX_LINE_CHARS)]
+        seen = self._seen.get(piece)
+        if seen is None:
+            line = clean_line(piece.decode("utf-8", "replace"))
             found = []
             tried: set[str] = set()
             for anchor in anchors:
@@ -250,7 +260,8 @@ class Diagnoser:
             matched = tuple(sorted(found, key=lambda sg: self._order[sg[0].id]))
             if len(self._seen) >= SEEN_LINES_KEPT:
                 self._seen.clear()
-            self._seen[line] = matched
+            seen = self._seen[piece] = (line, matched)
+        line, matched = seen
         noise = False
         for sig, groups in matched:
             noise = noise or sig.noise
@@ -259,8 +270,11 @@ class Diagnoser:
                 hit = self.hits[sig.id] = _Hit()
             hit.count += 1
             if len(hit.lines) < EVIDENCE_PER_SIGNATURE:
-                hit.lines.append((source, line_no, line.strip()[:500]))
+                hit.lines.append((chunk.source, chunk.line_at(start), line.strip()[:500]))
                 hit.groups.append(groups)
+            if hit.count == SATURATED:
+                for a in sig.anchors:
+                    self._live[a] -= 1
         if noise:
             self.noise_lines += 1
 

@@ -8,11 +8,12 @@ however big the log is, and line numbers stay those of the input.
 
 from __future__ import annotations
 
+import bisect
+import codecs
 import io
 import json
 import re
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
@@ -28,31 +29,60 @@ _SUFFIX = re.compile(r"`+[ \t]*$")
 _JSON_LINE = re.compile(r'(?m)^[ \t]*"((?:[^"\\\n]|\\.)*)",?[ \t]*$')
 
 
-@dataclass(frozen=True)
 class Chunk:
-    """Cleaned whole lines; `first_line` is the input line number of its first line.
+    """Cleaned whole lines as UTF-8 bytes; `first_line` is the input line number of the first.
 
-    `raw` is the same text as UTF-8 bytes: byte-level scanners run several times faster on it
-    than on `text` (no character offsets to keep).
+    Scanners run on `raw`: byte searches are several times faster than searches in a str
+    (no character offsets to keep), and most of a huge log is never decoded at all. `text`
+    decodes on first use (undecodable bytes become U+FFFD, line by line as a whole-chunk
+    decode would). `lines` is how many lines the chunk holds.
     """
 
-    source: str
-    first_line: int
-    text: str
-    raw: bytes = b""
+    __slots__ = ("_numbers", "_offsets", "_text", "first_line", "lines", "raw", "source")
+
+    def __init__(self, source: str, first_line: int, raw: bytes, text: str | None = None):
+        self.source = source
+        self.first_line = first_line
+        self.raw = raw
+        newlines = raw.count(b"\n")
+        self.lines = newlines + (1 if raw and not raw.endswith(b"\n") else 0)
+        self._text = text
+        # line numbers found so far, by byte offset: counted lazily, each stretch once
+        self._offsets = [0, len(raw)]
+        self._numbers = [first_line, first_line + newlines]
+
+    @property
+    def text(self) -> str:
+        if self._text is None:
+            self._text = self.raw.decode("utf-8", "replace")
+        return self._text
+
+    def line_at(self, offset: int) -> int:
+        """The input line number of the line holding byte `offset`."""
+        i = bisect.bisect_right(self._offsets, offset) - 1
+        base = self._offsets[i]
+        if base == offset:
+            return self._numbers[i]
+        number = self._numbers[i] + self.raw.count(b"\n", base, offset)
+        self._offsets.insert(i + 1, offset)
+        self._numbers.insert(i + 1, number)
+        return number
+
+    def __repr__(self) -> str:
+        return f"Chunk({self.source!r}, line {self.first_line}, {len(self.raw)} bytes)"
 
 
-# ESC stays: colour codes are removed from the few lines that are read (clean_line), which
-# is far cheaper than a regex pass over every colourful progress bar of a long log.
-_CONTROL_BYTES = bytes(c for c in range(32) if c not in (9, 10, 13, 27)) + b"\x7f"
+# Control bytes (binary junk) and colour codes are removed from the few lines that are read
+# (clean_line): a pass over every byte of a long log costs more than the whole scan.
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1a\x1c-\x1f\x7f]")
 _CR_TO_SPACE = bytes.maketrans(b"\r", b" ")
 
 
 def clean_bytes(data: bytes) -> bytes:
-    """Byte-level cleaning at C speed: control characters and carriage returns."""
+    """Byte-level cleaning at C speed: CRLF line ends, progress-bar carriage returns."""
     if b"\r" in data:
         data = data.replace(b"\r\n", b"\n").translate(_CR_TO_SPACE)
-    return data.translate(None, _CONTROL_BYTES)
+    return data
 
 
 def clean(text: str) -> str:
@@ -69,7 +99,9 @@ def clean(text: str) -> str:
 
 
 def clean_line(line: str) -> str:
-    """One line without colour codes, quote prefixes ("> ", "| ", ">>> ") or backticks."""
+    """One line without control bytes, colour codes, quote prefixes or backticks."""
+    if not line.isprintable():
+        line = _CONTROL.sub("", line)
     if "\x1b" in line:
         line = _ANSI.sub("", line).replace("\x1b", "")
     if line[:1] in (">", "|", "`", " ", "\t", "."):
@@ -114,13 +146,43 @@ def iter_chunks(
     yield from _iter_binary(io.BytesIO("".join(lines).encode("utf-8", "replace")), source)
 
 
+def _utf16(head: bytes) -> str | None:
+    """The UTF-16 codec of a log saved that way (Windows PowerShell 5 redirection), or None."""
+    if head.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        return "utf-16"
+    sample = head[:4096]
+    if len(sample) < 16:
+        return None
+    even, odd = sample[0::2], sample[1::2]
+    if odd.count(0) > 0.9 * len(odd) and even.count(0) < 0.1 * len(even):
+        return "utf-16-le"
+    if even.count(0) > 0.9 * len(even) and odd.count(0) < 0.1 * len(odd):
+        return "utf-16-be"
+    return None
+
+
+def _blocks(fh: BinaryIO) -> Iterator[bytes]:
+    """The input in blocks of UTF-8 (or undecodable) bytes; UTF-16 input is transcoded."""
+    block = fh.read(CHUNK_BYTES)
+    codec = _utf16(block) if block else None
+    if codec is None:
+        while block:
+            yield block
+            block = fh.read(CHUNK_BYTES)
+        return
+    decoder = codecs.getincrementaldecoder(codec)(errors="replace")
+    while block:
+        yield decoder.decode(block).encode("utf-8", "replace")
+        block = fh.read(CHUNK_BYTES)
+    yield decoder.decode(b"", final=True).encode("utf-8", "replace")
+
+
 def _iter_binary(fh: BinaryIO, source: str) -> Iterator[Chunk]:
     line_no = 1
     carry = b""
-    while True:
-        block = fh.read(CHUNK_BYTES)
+    for block in _blocks(fh):
         if not block:
-            break
+            continue
         data = carry + block
         cut = data.rfind(b"\n")
         if cut < 0:
@@ -131,22 +193,18 @@ def _iter_binary(fh: BinaryIO, source: str) -> Iterator[Chunk]:
         carry = data[cut + 1 :]
         chunk = _chunk(source, line_no, clean_bytes(data[: cut + 1]))
         yield chunk
-        line_no += chunk.raw.count(b"\n")
+        line_no += chunk.lines
     if carry:
         yield _chunk(source, line_no, clean_bytes(carry))
 
 
 def _chunk(source: str, line_no: int, raw: bytes) -> Chunk:
-    try:
-        text, valid = raw.decode("utf-8"), True
-    except UnicodeDecodeError:
-        text, valid = raw.decode("utf-8", "replace"), False
-    if not valid or b'\\n"' in raw:
-        # JSON-escaped lines to unescape, or bytes that were not UTF-8: keep raw and text
-        # the same characters (checked on bytes first: a search in a wide str is slower)
-        text = clean(text)
-        raw = text.encode("utf-8")
-    return Chunk(source, line_no, text, raw)
+    if b'\\n"' in raw:
+        # JSON-escaped output lines (a notebook, a Jupyter JSON log): unescape them, and keep
+        # raw and text the same characters
+        text = clean(raw.decode("utf-8", "replace"))
+        return Chunk(source, line_no, text.encode("utf-8", "replace"), text)
+    return Chunk(source, line_no, raw)
 
 
 def iter_lines(

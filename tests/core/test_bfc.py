@@ -661,3 +661,45 @@ def test_any_text_never_raises(lines: list[str]) -> None:
         log.setLevel(old_level)
     # the safety net in feed() never had to catch anything: the parsing itself did not raise
     assert errors.records == []
+
+
+def test_a_log_of_many_dumps_skims_the_later_ones_but_keeps_their_numbers(
+    cpu_lines: list[str],
+) -> None:
+    """Past FULL_DUMPS failures the bin listing of a dump is skipped (a week of OOMs stays
+    fast), but each later dump still gets its header, Stats numbers, shape and verdict."""
+    copies = bfc.FULL_DUMPS // 2 + 4  # the fixture holds two failures
+    lines = cpu_lines * copies
+    per_line = [o for o in parse_lines(lines) if not o.benign]
+    chunked = BfcParser()
+    chunked.feed_chunk(1, "\n".join(lines) + "\n")
+    skimmed = [o for o in chunked.results() if not o.benign]
+    assert len(skimmed) == len(per_line) == 2 * copies
+    assert skimmed[: bfc.FULL_DUMPS] == per_line[: bfc.FULL_DUMPS]
+    for full, skim in zip(per_line, skimmed, strict=True):
+        assert skim.lines[0] == full.lines[0]
+        assert (skim.requested_bytes, skim.limit_bytes, skim.in_use_bytes) == (
+            full.requested_bytes,
+            full.limit_bytes,
+            full.in_use_bytes,
+        )
+        assert skim.tensor_shape == full.tensor_shape
+        assert skim.verdict() == full.verdict()
+    assert per_line[-1].free_chunks is not None
+    assert skimmed[-1].free_chunks is None  # its listing was skipped
+
+
+def test_starts_found_by_the_engine_equal_the_parser_own_search(cpu_lines: list[str]) -> None:
+    """The engine hands the parser the trigger lines its own automaton found: the result must
+    be what the parser finds searching by itself, dumps skimmed or not."""
+    from tfdoctor.core.diagnose.engine import Diagnoser, load_causes, load_signatures
+    from tfdoctor.core.diagnose.reader import iter_chunks
+
+    noise = "Epoch 3/30 - loss: 0.25 - memory ok\n1875/1875 [====] - 3s 2ms/step\n"
+    text = (noise * 50 + "\n".join(cpu_lines) + "\n") * (bfc.FULL_DUMPS // 2 + 3)
+    own = BfcParser()
+    own.feed_chunk(1, text)
+    engine = Diagnoser(load_signatures(), load_causes())
+    for chunk in iter_chunks(text.encode()):
+        engine.feed(chunk)
+    assert [o for p in engine._bfc.values() for o in p.results()] == own.results()

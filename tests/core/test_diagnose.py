@@ -249,3 +249,33 @@ def test_real_harmless_training_on_cpu_blames_nothing() -> None:
     d = diagnose(FIXTURES / "logs" / "real_keras_training_cpu.txt")
     assert d.causes == ()
     assert d.noise_lines > 0
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(max_size=3000), st.lists(st.integers(min_value=0, max_value=3000), max_size=30))
+def test_chunk_line_numbers_in_any_order(data: bytes, offsets: list[int]) -> None:
+    from tfdoctor.core.diagnose.reader import Chunk
+
+    chunk = Chunk("x", 7, data)
+    assert chunk.lines == len(data.split(b"\n")) - (1 if data.endswith(b"\n") or not data else 0)
+    for off in offsets:
+        off = min(off, len(data))
+        assert chunk.line_at(off) == 7 + data.count(b"\n", 0, off)
+
+
+@pytest.mark.parametrize("codec", ["utf-16", "utf-16-le"])
+def test_a_utf16_log_from_windows_powershell_reads_like_utf8(codec: str) -> None:
+    """`python train.py > log.txt` in Windows PowerShell 5 writes UTF-16 (with a BOM)."""
+    name, _want, log = CASES[0]
+    text = log.replace("\n", "\r\n")
+    plain = diagnose(log.encode())
+    wide = diagnose(text.encode(codec))
+    assert [c.id for c in wide.causes] == [c.id for c in plain.causes], name
+    assert [e.line for e in wide.causes[0].evidence] == [e.line for e in plain.causes[0].evidence]
+    assert wide.lines_read == plain.lines_read
+
+
+def test_control_bytes_in_a_line_do_not_hide_it() -> None:
+    d = diagnose(b"\x00\x07Killed\x00\n")
+    assert d.causes and d.causes[0].id == "host_oom"
+    assert "\x00" not in d.causes[0].evidence[0].text

@@ -39,6 +39,20 @@ def real_lines() -> list[str]:
     return [line for log in real_logs() for line in log]
 
 
+def make_crash_only_log(path: Path, megabytes: int, seed: int = 11) -> None:
+    """The worst case: whole real crash logs back to back, nothing else (every line is a
+    crash line; thousands of BFC dumps). Reported, not a target."""
+    rng = random.Random(seed)
+    crashes = real_logs()
+    target = megabytes << 20
+    written = 0
+    with path.open("w", encoding="utf-8") as fh:
+        while written < target:
+            block = "\n".join(line for _ in range(20) for line in rng.choice(crashes)) + "\n"
+            fh.write(block)
+            written += len(block.encode())
+
+
 def make_log(path: Path, megabytes: int, seed: int = 7) -> None:
     """Real lines until the file reaches the size: recorded training output, with whole real
     crash logs (corpus and fixtures, each kept contiguous as in a real log) making up about
@@ -111,6 +125,17 @@ def main() -> int:
             f"diagnose median {statistics.median(b):.2f} s"
         )
         print(f"ratio diagnose/iterate: {ratio:.2f} (target <= {RATIO_TARGET})")
+
+        stress = Path(tmp) / "crashes.log"
+        make_crash_only_log(stress, max(1, args.mb // 4))
+        a, b = [], []
+        for _ in range(args.rounds):
+            a.append(iterate(stress))
+            b.append(run_diagnose(stress))
+        print(
+            f"{max(1, args.mb // 4)} MB of crash logs only (worst case, no target): "
+            f"ratio {statistics.median(b) / statistics.median(a):.2f}"
+        )
 
         from tfdoctor.core.diagnose.engine import diagnose
 
