@@ -10,6 +10,7 @@ from typing import Any
 from packaging.version import InvalidVersion, Version
 
 from tfdoctor.core import knowledge
+from tfdoctor.core.diagnose.engine import ExitInfo, diagnose
 from tfdoctor.core.knowledge import catalog
 from tfdoctor.core.model import Evidence, Facts, Finding, ProbeResult, ProbeStatus, Severity
 
@@ -221,10 +222,11 @@ def check_target_probe(facts: Facts, ctx: CheckContext) -> Iterator[Finding]:
             "tf.crash_on_import" if importing else "tf.crash_in_probe",
             S.ERROR,
             f"Python crashed ({sig}) while {r.message.split(' while ', 1)[-1]}",
-            f"The target Python died with {sig}. A native crash while importing TensorFlow "
-            "usually means a broken or mixed install (two TensorFlow or CUDA copies, a wheel "
-            "built for another CPU or glibc). The last lines it printed are below; "
-            "reinstalling TensorFlow in a fresh environment is the reliable cure.",
+            f"The target Python died with {sig}. The last lines it printed are below; where "
+            "tfdoctor recognises them, the Diagnosis section says what they mean. Without a "
+            "recognised message, a native crash while importing TensorFlow usually means a "
+            "broken or mixed install (two TensorFlow or CUDA copies, a wheel built for another "
+            "CPU or glibc), and reinstalling TensorFlow in a fresh environment is the cure.",
             evidence,
             ("install_tf_and_cuda", "remove_conflicting_cuda"),
             "tensorflow",
@@ -253,6 +255,81 @@ def check_target_probe(facts: Facts, ctx: CheckContext) -> Iterator[Finding]:
             (),
             "tensorflow",
         )
+
+
+# Display names of finding groups, for the CLI and the GUI
+GROUP_TITLES = {
+    "diagnosis": "Diagnosis of the probe's output",
+    "tensorflow": "TensorFlow",
+    "gpu": "GPU and driver",
+    "memory": "Memory",
+    "cuda": "CUDA libraries",
+    "system": "System",
+    "tfdoctor": "tfdoctor",
+}
+
+# Causes that dedicated checks already judge from facts: a healthy probe's log repeating
+# them ("Could not find cuda drivers" on a machine without a GPU) adds nothing.
+_CHECKED_ELSEWHERE = frozenset(
+    {
+        "no_gpu_visible",
+        "driver_too_old",
+        "unsupported_gpu_arch",
+        "missing_cuda_libs",
+        "cuda_cudnn_version_mismatch",
+        "cpu_instructions_unsupported",
+        "xla_ptxas_libdevice",
+    }
+)
+LOG_CAUSE_MIN = 0.35  # a failed probe: causes at least this sure are reported
+LOG_CAUSE_MIN_HEALTHY = 0.6  # a probe that passed: only a clear signal is worth a warning
+
+
+@check(TARGET, NVML)
+def check_probe_log(facts: Facts, ctx: CheckContext) -> Iterator[Finding]:
+    """The target's own output (TensorFlow's log, a traceback, a crash report) and the smoke
+    test's error, through the crash-log diagnosis engine, with the machine's facts."""
+    r = ctx.probes.get(TARGET)
+    if r is None or r.status is ProbeStatus.SKIPPED:
+        return
+    import_error = str(facts.value("tf.import_error") or "")
+    smoke_error = str(facts.value("tf.smoke_error") or "")
+    failed = (
+        r.status is not ProbeStatus.OK
+        or (facts.value("tf.installed") is False and not import_error.startswith("ModuleNotFound"))
+        or facts.value("tf.smoke_ok") is False
+    )
+    end = facts.value("target.probe_exit") or {}
+    exit_info = ExitInfo(returncode=end.get("returncode"), signal=end.get("signal"))
+    texts = ["\n".join(ctx.output).encode("utf-8", "replace")]
+    names = ["target probe output"]
+    for name, text in (
+        ("TensorFlow import error", import_error),
+        ("smoke test error", smoke_error),
+    ):
+        if text:
+            texts.append(text.encode("utf-8", "replace"))
+            names.append(name)
+    d = diagnose(*texts, facts=facts, exit_info=exit_info if failed else None, names=names)
+    floor = LOG_CAUSE_MIN if failed else LOG_CAUSE_MIN_HEALTHY
+    shown = 0
+    for cause in d.causes:
+        if cause.confidence < floor or (not failed and cause.id in _CHECKED_ELSEWHERE):
+            continue
+        severity = S.ERROR if failed and shown == 0 else S.WARNING
+        where = "why the probe failed" if failed else "in TensorFlow's log"
+        yield Finding(
+            f"log.{cause.id}",
+            severity,
+            f"{cause.title} ({where}, {round(cause.confidence * 100)}% sure)",
+            cause.explanation,
+            cause.evidence,
+            cause.fixes,
+            "diagnosis",
+        )
+        shown += 1
+        if shown == 3:
+            return
 
 
 @check(TARGET)

@@ -22,14 +22,6 @@ EXIT_OK, EXIT_FINDINGS, EXIT_UNUSABLE = 0, 1, 2
 
 _COLOURS = {"error": "31;1", "warning": "33;1", "unknown": "35", "info": "36", "ok": "32"}
 _ICONS = {"error": "✖", "warning": "▲", "unknown": "?", "info": "i", "ok": "✔"}
-_GROUP_TITLES = {
-    "tensorflow": "TensorFlow",
-    "gpu": "GPU and driver",
-    "memory": "Memory",
-    "cuda": "CUDA libraries",
-    "system": "System",
-    "tfdoctor": "tfdoctor",
-}
 
 
 class Painter:
@@ -218,6 +210,7 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 def render_report(report: CheckReport, paint: Painter, show_ok: bool = False) -> str:
     """The terminal view: a header, then findings grouped, worst group first, worst first."""
+    from tfdoctor.core.checks import GROUP_TITLES
     from tfdoctor.core.knowledge import catalog
 
     width = min(shutil.get_terminal_size((100, 20)).columns, 100)
@@ -238,7 +231,7 @@ def render_report(report: CheckReport, paint: Painter, show_ok: bool = False) ->
     for f in shown:  # findings are already sorted worst first
         groups.setdefault(f.group, []).append(f)
     for group, items in groups.items():
-        out.append(paint(_GROUP_TITLES.get(group, group.title()), "1;4"))
+        out.append(paint(GROUP_TITLES.get(group, group.title()), "1;4"))
         for f in items:
             sev = f.severity.label
             icon = paint(f"{_ICONS[sev]} {sev.upper():7}", _COLOURS[sev])

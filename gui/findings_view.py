@@ -20,21 +20,13 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from tfdoctor.core.checks import GROUP_TITLES
 from tfdoctor.core.knowledge import catalog
 from tfdoctor.core.model import Finding, Severity
 from tfdoctor.gui.icons import SEVERITY_COLOURS, SEVERITY_TOOLTIPS, SEVERITY_WORDS, severity_pixmap
 
 log = logging.getLogger(__name__)
 
-# Display names of finding groups (presentation only; the ids come from core.checks).
-GROUP_TITLES = {
-    "tensorflow": "TensorFlow",
-    "gpu": "GPU and driver",
-    "memory": "Memory",
-    "cuda": "CUDA libraries",
-    "system": "System",
-    "tfdoctor": "tfdoctor",
-}
 
 EVIDENCE_SHOWN = 12  # more lines than this are summarised; the report export keeps them all
 

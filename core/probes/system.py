@@ -348,7 +348,7 @@ class CgroupMemory:
     limit_file: str | None = None  # the file that holds the binding limit
 
 
-def _mount_for(
+def mount_for(
     proc_root: Path, sys_root: Path, fstype: str, option: str | None
 ) -> tuple[Path, str] | None:
     """(mount point rebased onto sys_root, cgroup root of the mount) from our mountinfo."""
@@ -458,7 +458,7 @@ def cgroup_memory(
     v1 = next((r for r in rows if "memory" in r[1]), None)
     if v1 is not None:
         cg_path = v1[2]
-        mount = _mount_for(proc_root, sys_root, "cgroup", "memory") or (
+        mount = mount_for(proc_root, sys_root, "cgroup", "memory") or (
             sys_root / "fs" / "cgroup" / "memory",
             "/",
         )
@@ -470,7 +470,7 @@ def cgroup_memory(
     if v2 is None:
         return CgroupMemory(None, None, None, False)
     cg_path = v2[2]
-    mount = _mount_for(proc_root, sys_root, "cgroup2", None) or (sys_root / "fs" / "cgroup", "/")
+    mount = mount_for(proc_root, sys_root, "cgroup2", None) or (sys_root / "fs" / "cgroup", "/")
     known, limit, where = _walk_limits(mount[0], mount[1], cg_path, "memory.max", _parse_v2_limit)
     if not known and (mount[0] / "cgroup.controllers").is_file():
         # No memory.max anywhere on the way up: the memory controller is not enabled for this

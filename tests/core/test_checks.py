@@ -262,3 +262,32 @@ def test_every_fact_the_real_target_probe_emits_is_catalogued(tmp_path: Path) ->
     assert r.result.facts
     for f in r.result.facts:
         assert factnames.is_known(f.name), f.name
+
+
+def test_smoke_test_cudnn_failure_with_a_forgotten_kernel_is_contention() -> None:
+    """The probe ran, but the GPU smoke test failed: its error and TF's log go through the
+    diagnosis engine with the NVML facts, which show another process holding the VRAM."""
+    facts = tf_facts(
+        **{
+            "tf.smoke_ok": False,
+            "tf.smoke_error": "UnknownError: Failed to get convolution algorithm. This is "
+            "probably because cuDNN failed to initialize",
+        }
+    )
+    out = [
+        "2024-03-01 10:00:00.000000: E tensorflow/stream_executor/cuda/cuda_dnn.cc:362] "
+        "Could not create cudnn handle: CUDNN_STATUS_INTERNAL_ERROR",
+    ]
+    found = run(facts, "rtx3090_forgotten_jupyter_kernel.json", out)
+    f = found["log.gpu_memory_contention"]
+    assert f.severity is Severity.ERROR
+    assert any(e.line == 1 and "CUDNN_STATUS_INTERNAL_ERROR" in e.text for e in f.evidence)
+    assert f.fixes
+
+
+def test_a_healthy_probe_log_repeating_the_no_driver_notice_adds_nothing() -> None:
+    real = (
+        Path(__file__).parents[1] / "fixtures" / "logs" / "real_no_driver_tf221.txt"
+    ).read_text()
+    found = run(tf_facts(**{"tf.gpu_count": 0}), output=real.splitlines())
+    assert not [k for k in found if k.startswith("log.")]

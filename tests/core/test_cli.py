@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import HANG, SEGFAULT, SNAPSHOTS, fake_tf_dir
+from tests.conftest import BROKEN, HANG, SEGFAULT, SNAPSHOTS, fake_tf_dir
 
 TFDOCTOR = str(Path(sys.executable).parent / "tfdoctor")
 
@@ -189,3 +189,41 @@ def test_real_cpu_only_tensorflow_build(cpu_only_python: str) -> None:
     assert there.returncode == 1
     cpu = {f["id"]: f for f in json.loads(there.stdout)["findings"]}["tf.cpu_only_build"]
     assert cpu["severity"] == "error" and "install_gpu_tensorflow" in cpu["fixes"]
+
+
+ILLEGAL_ADDRESS_ABORT = """
+import os, sys
+sys.stderr.write("2024-05-02 10:11:12.123400: E tensorflow/stream_executor/cuda/cuda_event.cc:29] "
+                 "Error polling for event status: failed to query event: "
+                 "CUDA_ERROR_ILLEGAL_ADDRESS: an illegal memory access was encountered\\n")
+sys.stderr.write("2024-05-02 10:11:12.123456: F tensorflow/core/common_runtime/gpu/"
+                 "gpu_event_mgr.cc:208] Unexpected Event status: 1\\n")
+sys.stderr.flush()
+os.abort()
+"""
+
+
+def test_check_explains_a_crashing_probe_with_the_diagnosis_engine(tmp_path: Path) -> None:
+    """A real abort(3) after TF's illegal-address lines: the crash finding says SIGABRT, and
+    the probe's output through the engine names the GPU fault with its line numbers."""
+    env = {"PYTHONPATH": str(fake_tf_dir(tmp_path, ILLEGAL_ADDRESS_ABORT))}
+    p = tfdoctor("check", "--json", env=env)
+    assert p.returncode == 1
+    assert_no_traceback(p)
+    found = {f["id"]: f for f in json.loads(p.stdout)["findings"]}
+    assert "SIGABRT" in found["tf.crash_on_import"]["title"]
+    why = found["log.illegal_memory_access_or_hw"]
+    assert why["severity"] == "error"
+    assert {e["line"] for e in why["evidence"]} >= {1, 2}
+
+
+def test_check_explains_an_import_error_naming_a_cuda_library(tmp_path: Path) -> None:
+    """TF that cannot import for want of libcudart.so.11.0: missing, or the wrong CUDA major
+    installed (the engine cannot tell without the build's facts); either way, the library."""
+    env = {"PYTHONPATH": str(fake_tf_dir(tmp_path, BROKEN))}
+    p = tfdoctor("check", "--json", env=env)
+    assert p.returncode == 1
+    logs = [f for f in json.loads(p.stdout)["findings"] if f["id"].startswith("log.")]
+    assert logs[0]["severity"] == "error"
+    assert {f["id"] for f in logs} >= {"log.missing_cuda_libs", "log.cuda_cudnn_version_mismatch"}
+    assert all(any("libcudart.so.11.0" in e["text"] for e in f["evidence"]) for f in logs)

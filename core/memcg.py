@@ -1,0 +1,162 @@
+"""Run a process in its own memory cgroup: a RAM cap that the kernel enforces.
+
+A training run that exhausts host RAM freezes a desktop for minutes before the kernel's OOM
+killer picks a victim, and the victim may be the browser. Inside a memory cgroup the same
+run is killed as soon as it reaches the cap, the kernel logs why ("Memory cgroup out of
+memory: Killed process N"), and the cgroup counts it (`oom_kill`). The benchmark uses this to
+reproduce and prove a host OOM safely; the tests use it to get real OOM kills.
+
+Needs write access to a memory cgroup hierarchy (root, or a delegated systemd user slice on
+cgroup v2). `unavailable()` says in one line why not, where not.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import shlex
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from types import TracebackType
+
+from tfdoctor.core.probes.system import mount_for
+
+PREFIX = "tfdoctor-"
+_counter = itertools.count()
+
+
+class MemcgError(Exception):
+    """A memory cgroup could not be made or used; the message is one line for people."""
+
+
+def _hierarchy() -> tuple[int, Path]:
+    """(cgroup version, directory under which our cgroups go)."""
+    v1 = mount_for(Path("/proc"), Path("/sys"), "cgroup", "memory")
+    if v1 is not None:
+        return 1, v1[0]
+    v2 = mount_for(Path("/proc"), Path("/sys"), "cgroup2", None)
+    if v2 is not None:
+        mount = v2[0]
+        # our own cgroup on v2: children of it may use the controllers it delegates
+        own = ""
+        try:
+            for line in Path("/proc/self/cgroup").read_text().splitlines():
+                if line.startswith("0::"):
+                    own = line[3:].strip("/")
+        except OSError:
+            pass
+        base = mount / own if own and (mount / own).is_dir() else mount
+        return 2, base
+    raise MemcgError("no memory cgroup hierarchy is mounted")
+
+
+def unavailable() -> str | None:
+    """None when memory cgroups can be made here, else the reason in one line."""
+    try:
+        with MemoryCgroup(64 << 20):
+            return None
+    except MemcgError as exc:
+        return str(exc)
+
+
+class MemoryCgroup:
+    """A fresh memory cgroup with a limit; removed on close (after its processes exit).
+
+    Usage::
+
+        with MemoryCgroup(2 << 30) as cg:
+            proc = subprocess.Popen(cg.wrap(["python", "train.py"]))
+            proc.wait()
+            killed = cg.oom_kills() > 0
+    """
+
+    def __init__(self, limit_bytes: int, name: str | None = None) -> None:
+        if limit_bytes < 16 << 20:
+            raise MemcgError("a memory limit under 16 MiB would kill any Python at start")
+        self.limit_bytes = limit_bytes
+        self.version, base = _hierarchy()
+        leaf = name or f"{PREFIX}{os.getpid()}-{next(_counter)}"
+        self.path = base / leaf
+        try:
+            self.path.mkdir()
+        except FileExistsError:
+            pass
+        except OSError as exc:
+            raise MemcgError(
+                f"cannot create memory cgroup {self.path}: {exc.strerror or exc}"
+            ) from None
+        try:
+            self._set_limit()
+        except OSError as exc:
+            self.close()
+            raise MemcgError(
+                f"cannot set a memory limit in {self.path}: {exc.strerror or exc}"
+            ) from None
+
+    def _set_limit(self) -> None:
+        limit = str(self.limit_bytes)
+        if self.version == 1:
+            (self.path / "memory.limit_in_bytes").write_text(limit)
+            swap = self.path / "memory.memsw.limit_in_bytes"
+            if swap.exists():  # no swapping past the cap: the kill comes at the cap
+                swap.write_text(limit)
+            return
+        if not (self.path / "memory.max").exists():
+            raise OSError(0, "the memory controller is not delegated to this cgroup")
+        (self.path / "memory.max").write_text(limit)
+        swap = self.path / "memory.swap.max"
+        if swap.exists():
+            swap.write_text("0")
+
+    def wrap(self, argv: Sequence[str]) -> list[str]:
+        """`argv` run inside this cgroup: a shell moves itself in, then execs the command
+        (same PID, so the kernel's OOM record names the process the caller started)."""
+        procs = shlex.quote(str(self.path / "cgroup.procs"))
+        return ["/bin/sh", "-c", f'echo $$ > {procs} && exec "$@"', "tfdoctor-memcg", *argv]
+
+    def oom_kills(self) -> int | None:
+        """Processes the kernel OOM-killed in this cgroup so far; None when not readable."""
+        name = "memory.oom_control" if self.version == 1 else "memory.events"
+        try:
+            text = (self.path / name).read_text()
+        except OSError:
+            return None
+        for line in text.splitlines():
+            key, _, value = line.partition(" ")
+            if key == "oom_kill" and value.strip().isdigit():
+                return int(value)
+        return None
+
+    def peak_bytes(self) -> int | None:
+        """The most memory the cgroup used (v1 max_usage_in_bytes, v2 memory.peak)."""
+        name = "memory.max_usage_in_bytes" if self.version == 1 else "memory.peak"
+        try:
+            return int((self.path / name).read_text().strip())
+        except (OSError, ValueError):
+            return None
+
+    def close(self, wait_s: float = 5.0) -> None:
+        """Remove the cgroup; waits a little for exiting processes to leave it."""
+        deadline = time.monotonic() + wait_s
+        while True:
+            try:
+                self.path.rmdir()
+                return
+            except FileNotFoundError:
+                return
+            except OSError:
+                if time.monotonic() > deadline:
+                    return  # still busy: left for the kernel to hold; harmless and empty later
+                time.sleep(0.05)
+
+    def __enter__(self) -> MemoryCgroup:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
