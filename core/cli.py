@@ -10,12 +10,14 @@ import shutil
 import sys
 import textwrap
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any, ClassVar, NoReturn, TextIO
 
 from tfdoctor.core import __version__
+from tfdoctor.core.bench.config import FAULTS, PRESETS
 
 if TYPE_CHECKING:
-    from tfdoctor.core.model import Diagnosis
+    from tfdoctor.core.bench.supervisor import BenchResult
+    from tfdoctor.core.model import Diagnosis, Target
     from tfdoctor.core.scan import CheckReport
 
 EXIT_OK, EXIT_FINDINGS, EXIT_UNUSABLE = 0, 1, 2
@@ -35,8 +37,15 @@ class Painter:
         return f"\033[{code}m{text}\033[0m" if self.on else text
 
 
+class _Parser(argparse.ArgumentParser):
+    """Usage mistakes are one line (and exit 2), pointing at --help for the rest."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_UNUSABLE, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = _Parser(
         prog="tfdoctor",
         description="Find out why TensorFlow crashes, hangs or kills your Jupyter kernel. "
         "Without a command, opens the desktop app.",
@@ -94,6 +103,87 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--json", action="store_true", help="print the diagnosis as JSON")
     d.add_argument("--no-color", action="store_true", help="no ANSI colours")
 
+    b = sub.add_parser(
+        "bench",
+        help="run a controlled Keras training benchmark in a supervised worker",
+        description="Train a synthetic Keras workload in the target Python, in a worker process "
+        "tfdoctor watches: whatever ends it (GPU or host out of memory, a crash, a hang) is "
+        "caught, classified and explained. --find-max-batch searches the largest batch size "
+        "that trains cleanly. Exit code: 0 the run completed (or the search finished), 1 it "
+        "failed (the outcome says how), 2 the benchmark could not start.",
+    )
+    who = b.add_mutually_exclusive_group()
+    who.add_argument("--python", metavar="PATH", help="the interpreter to benchmark")
+    who.add_argument("--kernel", metavar="NAME", help="a Jupyter kernelspec by name")
+    b.add_argument("--preset", choices=sorted(PRESETS), default="cnn", help="the workload")
+    b.add_argument("--batch-size", type=int, default=32, metavar="N", help="default 32")
+    b.add_argument("--steps", type=int, default=20, metavar="N", help="steps per epoch (20)")
+    b.add_argument("--epochs", type=int, default=1, metavar="N", help="default 1")
+    b.add_argument(
+        "--input-shape", metavar="DIMS", help="e.g. 64x64x3 for images, 128 for sequences"
+    )
+    b.add_argument("--device", choices=["gpu", "cpu"], default="gpu", help="default gpu")
+    b.add_argument("--memory-growth", action="store_true", help="allocate GPU memory as needed")
+    b.add_argument(
+        "--gpu-memory-limit-mb",
+        type=int,
+        metavar="MB",
+        help="cap TensorFlow's GPU pool (would this fit on a smaller card?)",
+    )
+    b.add_argument(
+        "--allocator",
+        choices=["default", "cuda_malloc_async"],
+        default="default",
+        help="TF_GPU_ALLOCATOR for the worker",
+    )
+    b.add_argument("--mixed-precision", action="store_true", help="mixed_float16")
+    b.add_argument("--xla", action="store_true", help="compile the model with XLA (jit_compile)")
+    b.add_argument("--eager", action="store_true", help="run eagerly (no tf.function)")
+    b.add_argument(
+        "--data",
+        choices=["array", "stream"],
+        default="array",
+        help="array: the whole dataset in RAM (default); stream: tf.data with prefetch",
+    )
+    b.add_argument("--grad-accum", type=int, default=1, metavar="N", help="accumulation steps")
+    b.add_argument("--find-max-batch", action="store_true", help="search the largest batch size")
+    b.add_argument("--max-batch", type=int, default=8192, metavar="N", help="search cap (8192)")
+    b.add_argument(
+        "--margin", type=float, default=0.10, metavar="F", help="search safety margin (0.10)"
+    )
+    b.add_argument(
+        "--memory-cap-mb",
+        type=int,
+        metavar="MB",
+        help="cap the worker's RAM (a memory cgroup where possible): would it die on a "
+        "smaller machine?",
+    )
+    b.add_argument(
+        "--guard-mb",
+        type=int,
+        metavar="MB",
+        help="stop the worker when the machine has less RAM available than this "
+        "(default: 5%% of RAM, 512 MiB to 4 GiB; 0 turns the guard off)",
+    )
+    b.add_argument(
+        "--watchdog",
+        type=float,
+        default=300.0,
+        metavar="S",
+        help="a silent worker is hung after S seconds (start-up, compile; default 300)",
+    )
+    b.add_argument(
+        "--stall",
+        type=float,
+        default=60.0,
+        metavar="S",
+        help="no new step for S seconds while training is a hang (default 60)",
+    )
+    b.add_argument("--fault", choices=sorted(FAULTS), help=argparse.SUPPRESS)
+    b.add_argument("--fault-at-step", type=int, default=2, help=argparse.SUPPRESS)
+    b.add_argument("--json", action="store_true", help="print the result as JSON")
+    b.add_argument("--no-color", action="store_true", help="no ANSI colours")
+
     e = sub.add_parser(
         "envs",
         help="list Python environments to check (kernelspecs, conda envs, running kernels)",
@@ -138,6 +228,8 @@ def main(argv: Sequence[str] | None = None, open_app: OpenApp | None = None) -> 
             return cmd_diagnose(args)
         if args.command == "envs":
             return cmd_envs(args)
+        if args.command == "bench":
+            return cmd_bench(args)
         if args.command == "capture":
             return cmd_capture(args)
     except KeyboardInterrupt:
@@ -152,26 +244,34 @@ def _fail(msg: str) -> int:
     return EXIT_UNUSABLE
 
 
-def cmd_check(args: argparse.Namespace) -> int:
+def _target(args: argparse.Namespace) -> Target | str:
+    """The interpreter named by --python / --kernel (default: this one), or why not."""
     from tfdoctor.core.model import Target
-    from tfdoctor.core.probes import nvml
-    from tfdoctor.core.probes.targetrun import TargetError, current_target
-    from tfdoctor.core.scan import CheckRun, load_machine_snapshot
+    from tfdoctor.core.probes.targetrun import current_target
 
-    if args.timeout <= 0:
-        return _fail("--timeout must be a positive number of seconds")
     if args.python:
-        target = Target(python=args.python, label=args.python, kind="path")
-    elif args.kernel:
+        return Target(python=args.python, label=args.python, kind="path")
+    if args.kernel:
         from tfdoctor.core.probes.envs import kernelspec_targets
 
         specs = {t.name: t for t in kernelspec_targets() if t.name}
         if args.kernel not in specs:
             known = ", ".join(sorted(specs)) or "none installed"
-            return _fail(f"no Jupyter kernelspec named {args.kernel!r} (known: {known})")
-        target = specs[args.kernel]
-    else:
-        target = current_target()
+            return f"no Jupyter kernelspec named {args.kernel!r} (known: {known})"
+        return specs[args.kernel]
+    return current_target()
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    from tfdoctor.core.probes import nvml
+    from tfdoctor.core.probes.targetrun import TargetError
+    from tfdoctor.core.scan import CheckRun, load_machine_snapshot
+
+    if args.timeout <= 0:
+        return _fail("--timeout must be a positive number of seconds")
+    target = _target(args)
+    if isinstance(target, str):
+        return _fail(target)
     from tfdoctor.core.probes.targetrun import python_version
 
     try:
@@ -292,16 +392,18 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def render_diagnosis(result: Diagnosis, paint: Painter) -> str:
+def render_diagnosis(result: Diagnosis, paint: Painter, header: bool = True) -> str:
     """The terminal view of a diagnosis: causes best first, their proof, what to do."""
     from tfdoctor.core.knowledge import catalog
 
     width = min(shutil.get_terminal_size((100, 20)).columns, 100)
     fixes = catalog.fixes()
-    out = [
-        paint("tfdoctor diagnose", "1")
-        + f" — {', '.join(result.sources) or 'input'}: {result.lines_read} lines read"
-    ]
+    out = []
+    if header:
+        out.append(
+            paint("tfdoctor diagnose", "1")
+            + f" — {', '.join(result.sources) or 'input'}: {result.lines_read} lines read"
+        )
     if not result.causes:
         out.append("")
         out.append("No known failure pattern found in this text.")
@@ -320,7 +422,8 @@ def render_diagnosis(result: Diagnosis, paint: Painter) -> str:
         ]
         return "\n".join(out) + "\n"
     for rank, c in enumerate(result.causes, 1):
-        out.append("")
+        if out:
+            out.append("")
         colour = "31;1" if rank == 1 else "33"
         out.append(paint(f"{rank}. {c.title}", colour) + f"  [{c.id}, {c.confidence:.0%}]")
         for line in textwrap.wrap(c.explanation, width - 5):
@@ -330,6 +433,226 @@ def render_diagnosis(result: Diagnosis, paint: Painter) -> str:
             out.append(paint(f"     · {where}: {_clip(e.text, width - 12 - len(where))}", "2"))
         for fid in c.fixes[:3]:
             out.append(f"     → {fixes[fid].title if fid in fixes else fid} [{fid}]")
+    return "\n".join(out) + "\n"
+
+
+def _parse_shape(text: str | None) -> tuple[int, ...] | None:
+    if not text:
+        return None
+    try:
+        return tuple(int(x) for x in text.lower().replace(",", "x").split("x") if x.strip())
+    except ValueError:
+        raise ValueError(f"--input-shape: {text!r} is not like 64x64x3") from None
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    from tfdoctor.core.bench.batchsearch import SearchOptions, find_max_batch
+    from tfdoctor.core.bench.config import BenchConfig, ConfigError
+    from tfdoctor.core.bench.supervisor import SupervisorOptions, run_bench
+    from tfdoctor.core.events import EventBuffer
+    from tfdoctor.core.probes.targetrun import TargetError
+
+    target = _target(args)
+    if isinstance(target, str):
+        return _fail(target)
+    try:
+        config = BenchConfig(
+            preset=args.preset,
+            batch_size=args.batch_size,
+            steps=args.steps,
+            epochs=args.epochs,
+            input_shape=_parse_shape(args.input_shape),
+            data=args.data,
+            device=args.device,
+            memory_growth=args.memory_growth,
+            memory_limit_mb=args.gpu_memory_limit_mb,
+            allocator=args.allocator,
+            mixed_precision=args.mixed_precision,
+            jit_compile=args.xla,
+            run_eagerly=args.eager,
+            grad_accum=args.grad_accum,
+            fault=args.fault,
+            fault_at_step=args.fault_at_step,
+        ).validate()
+        search = SearchOptions(None, args.max_batch, args.margin).validate(config)
+    except (ConfigError, ValueError) as exc:
+        return _fail(str(exc))
+    for name, value in (("--watchdog", args.watchdog), ("--stall", args.stall)):
+        if value <= 0:
+            return _fail(f"{name} must be a positive number of seconds")
+    if args.memory_cap_mb is not None and args.memory_cap_mb < 64:
+        return _fail("--memory-cap-mb must be at least 64 (Python and TensorFlow need more)")
+    if args.guard_mb is not None and args.guard_mb < 0:
+        return _fail("--guard-mb must be 0 (off) or a positive number of MiB")
+    options = SupervisorOptions(
+        watchdog_s=args.watchdog,
+        stall_s=args.stall,
+        memory_cap_mb=args.memory_cap_mb,
+        guard_mb=args.guard_mb,
+    )
+    events: EventBuffer[tuple[str, Any]] = EventBuffer(50_000)
+    progress = _BenchProgress(sys.stderr, enabled=sys.stderr.isatty() and not args.json)
+    result: list[BenchResult] = []
+    errors: list[str] = []
+
+    def work() -> None:
+        try:
+            if args.find_max_batch:
+                result.append(find_max_batch(target, config, search, options, events=events))
+            else:
+                result.append(run_bench(target, config, options, events=events))
+        except (TargetError, ConfigError) as exc:
+            errors.append(str(exc))
+        except Exception as exc:  # a bug in tfdoctor: one line, the log has the rest
+            logging.getLogger(__name__).debug("bench failed", exc_info=True)
+            errors.append(f"internal error: {type(exc).__name__}: {exc}")
+
+    import threading
+
+    worker = threading.Thread(target=work, name="tfdoctor-bench", daemon=True)
+    worker.start()
+    seq = 0
+    while worker.is_alive():
+        worker.join(0.1)
+        for seq, (kind, data) in events.since(seq):  # noqa: B007, B020 - cursor
+            progress.update(kind, data, config)
+    progress.clear()
+    if errors:
+        return _fail(errors[0])
+    res = result[0]
+    if args.json:
+        json.dump(res.to_json(), sys.stdout, indent=2, default=str)
+        sys.stdout.write("\n")
+    else:
+        paint = Painter(sys.stdout, force=False if args.no_color else None)
+        sys.stdout.write(render_bench(res, paint))
+    return EXIT_OK if res.outcome.status == "completed" else EXIT_FINDINGS
+
+
+class _BenchProgress:
+    """One self-rewriting line on a terminal: phase, step k/N, speed, memory."""
+
+    PHASES: ClassVar[dict[str, str]] = {
+        "start": "starting Python",
+        "import": "importing TensorFlow",
+        "device_init": "setting up devices",
+        "build": "building the model and data",
+        "compile": "compiling",
+        "first_step": "first step (tracing)",
+        "steady": "training",
+        "done": "finishing",
+    }
+
+    def __init__(self, stream: TextIO, enabled: bool) -> None:
+        self.stream = stream
+        self.enabled = enabled
+        self.phase = "start"
+        self.step = ""
+        self.extra = ""
+
+    def update(self, kind: str, data: Any, config: Any) -> None:
+        if kind == "phase":
+            self.phase = str(data)
+            self.step = ""
+        elif kind == "step" and isinstance(data, dict):
+            total = config.steps * config.epochs
+            eps = data.get("examples_per_s")
+            self.step = f" {data.get('step')}/{total}" + (f", {eps:,.0f} ex/s" if eps else "")
+        elif kind == "search_probe" and isinstance(data, dict):
+            self.extra = f"[batch {data.get('batch_size')}] "
+        elif kind == "status" and not self.enabled:
+            return
+        if self.enabled:
+            line = f"  {self.extra}{self.PHASES.get(self.phase, self.phase)}{self.step}…"
+            print(f"\r\033[K{line[:110]}", end="", file=self.stream, flush=True)
+
+    def clear(self) -> None:
+        if self.enabled:
+            print("\r\033[K", end="", file=self.stream, flush=True)
+
+
+def _mib(n: Any) -> str:
+    if not isinstance(n, (int, float)):
+        return "?"
+    return f"{n / (1 << 30):.2f} GiB" if n >= 1 << 30 else f"{n / (1 << 20):.0f} MiB"
+
+
+def render_bench(res: BenchResult, paint: Painter) -> str:
+    """The terminal view of a benchmark or a batch search."""
+    o = res.outcome
+    ok = o.status == "completed"
+    out = [
+        paint("tfdoctor bench", "1") + f" — {res.config.describe()}",
+        f"  outcome: {paint(o.status, '32;1' if ok else '31;1')} after {o.duration_s:.1f} s — "
+        + o.detail,
+    ]
+    if o.signal or o.exit_code not in (0, None):
+        out.append(f"  exit: code {o.exit_code}" + (f", signal {o.signal}" if o.signal else ""))
+    env = res.info
+    if env:
+        gpus = ", ".join(g.get("name", "?") for g in env.get("gpus") or []) or "none"
+        out.append(
+            f"  TensorFlow {env.get('tf_version')} (Keras {env.get('keras_version')}); "
+            f"GPUs: {gpus}; memory measured on {env.get('memory_device')}"
+        )
+    for k in res.knobs:
+        if not k.get("applied"):
+            out.append(paint(f"  note: {k.get('name')} not applied: {k.get('why')}", "33"))
+    m = res.metrics
+    if res.recommendation is not None:
+        r = res.recommendation
+        out.append("")
+        out.append(
+            f"  probes: {m.get('probes')} (budget {m.get('probe_budget')}), workers started: "
+            f"{m.get('workers_started')}, {m.get('duration_s')} s"
+        )
+        for p in res.probes:
+            peak = ", ".join(f"{d} {_mib(v)}" for d, v in (p.get("tf_peak_bytes") or {}).items())
+            speed = p.get("examples_per_s")
+            out.append(
+                f"    batch {p['batch_size']:>6}: {p['status']:<16}"
+                + (f" peak {peak}" if peak else "")
+                + (f", RSS {_mib(p.get('rss_peak_bytes'))}" if p.get("rss_peak_bytes") else "")
+                + (f", {speed:,.0f} ex/s" if speed else "")
+            )
+        if r.get("largest_clean_batch"):
+            out.append(
+                paint(
+                    f"  largest clean batch: {r['largest_clean_batch']}; recommended: "
+                    f"{r['recommended_batch']} (margin {r['margin']:.0%})",
+                    "1",
+                )
+                + (" — reached --max-batch without a failure" if r.get("hit_max") else "")
+            )
+    elif m:
+        speed = m.get("steady_steps_per_s")
+        peak = ", ".join(f"{d} {_mib(v)}" for d, v in (m.get("tf_peak_bytes") or {}).items())
+        out.append(
+            f"  steps: {m.get('steps_done')}"
+            + (
+                f", {speed:.2f} steps/s ({m.get('examples_per_s'):,.0f} examples/s)"
+                if speed
+                else ""
+            )
+            + (f", first step {m['first_step_s']:.1f} s" if m.get("first_step_s") else "")
+        )
+        out.append(
+            "  memory: "
+            + (f"TF peak {peak}; " if peak else "")
+            + f"worker RSS peak {_mib(m.get('rss_peak_bytes'))}"
+        )
+    if o.exception:
+        out.append(f"  exception: {o.exception.get('type')}: {o.exception.get('message')}")
+    if o.fault_stack:
+        first = [ln for ln in o.fault_stack.splitlines() if ln.strip()][:6]
+        out.append("  stack (faulthandler):")
+        out += [paint(f"    {ln[:100]}", "2") for ln in first]
+    if res.diagnosis.causes:
+        out.append("")
+        out.append(render_diagnosis(res.diagnosis, paint, header=False).rstrip("\n"))
+    if res.run_dir:
+        out.append("")
+        out.append(paint(f"  files: {res.run_dir}", "2"))
     return "\n".join(out) + "\n"
 
 

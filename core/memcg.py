@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
 
-from tfdoctor.core.probes.system import mount_for
+from tfdoctor.core.probes.system import mount_for, parse_proc_cgroup
 
 PREFIX = "tfdoctor-"
 _counter = itertools.count()
@@ -117,16 +117,7 @@ class MemoryCgroup:
 
     def oom_kills(self) -> int | None:
         """Processes the kernel OOM-killed in this cgroup so far; None when not readable."""
-        name = "memory.oom_control" if self.version == 1 else "memory.events"
-        try:
-            text = (self.path / name).read_text()
-        except OSError:
-            return None
-        for line in text.splitlines():
-            key, _, value = line.partition(" ")
-            if key == "oom_kill" and value.strip().isdigit():
-                return int(value)
-        return None
+        return oom_kill_count(self.version, self.path)
 
     def peak_bytes(self) -> int | None:
         """The most memory the cgroup used (v1 max_usage_in_bytes, v2 memory.peak)."""
@@ -160,3 +151,43 @@ class MemoryCgroup:
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+
+def cgroup_dir_of(pid: int) -> tuple[int, Path] | None:
+    """(version, directory) of the memory cgroup a process sits in; None when unknown."""
+    try:
+        text = Path(f"/proc/{pid}/cgroup").read_text()
+    except OSError:
+        return None
+    rows = parse_proc_cgroup(text)
+    v1 = next((r for r in rows if "memory" in r[1]), None)
+    if v1 is not None:
+        mount = mount_for(Path("/proc"), Path("/sys"), "cgroup", "memory")
+        version, rel = 1, v1[2]
+    else:
+        v2 = next((r for r in rows if r[0] == "0" and not r[1]), None)
+        if v2 is None:
+            return None
+        mount = mount_for(Path("/proc"), Path("/sys"), "cgroup2", None)
+        version, rel = 2, v2[2]
+    if mount is None:
+        return None
+    base, root = mount
+    if root not in ("", "/") and (rel == root or rel.startswith(root + "/")):
+        rel = rel[len(root) :]
+    path = base / rel.strip("/") if rel.strip("/") else base
+    return (version, path) if path.is_dir() else None
+
+
+def oom_kill_count(version: int, path: Path) -> int | None:
+    """The kernel's count of OOM kills in a memory cgroup (None when not readable)."""
+    name = "memory.oom_control" if version == 1 else "memory.events"
+    try:
+        text = (path / name).read_text()
+    except OSError:
+        return None
+    for line in text.splitlines():
+        key, _, value = line.partition(" ")
+        if key == "oom_kill" and value.strip().isdigit():
+            return int(value)
+    return None

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tfdoctor.core import procgroup
 from tfdoctor.core.model import Fact, ProbeResult, ProbeStatus, Target
 
 log = logging.getLogger(__name__)
@@ -179,14 +180,15 @@ def run_probe(
                 break
             if cancel is not None and cancel.is_set():
                 cancelled = True
-                _stop_group(proc, dump_stacks=False)
+                procgroup.stop_group(proc, dump_stacks=False)
                 break
             if time.monotonic() > deadline:
                 timed_out = True
-                _stop_group(proc, dump_stacks=True)
+                procgroup.stop_group(proc, dump_stacks=True)
                 break
             time.sleep(0.05)
         proc.wait()
+        procgroup.kill_group(proc.pid)  # anything the probe left behind
         reader.join(timeout=5)
         records.extend(tail.read())
         for rec in records[-3:]:
@@ -297,29 +299,6 @@ def _pump_output(
         sink.append(line)
         if on_output is not None:
             on_output(line)
-
-
-def _stop_group(proc: subprocess.Popen[bytes], *, dump_stacks: bool) -> None:
-    """Stack dump (evidence of where it hung), then SIGTERM, then SIGKILL the whole group."""
-    try:
-        pgid = os.getpgid(proc.pid)
-    except ProcessLookupError:
-        return
-    steps: list[tuple[int, float]] = []
-    if dump_stacks and hasattr(signal, "SIGUSR1"):
-        steps.append((signal.SIGUSR1, 1.0))
-    steps += [(signal.SIGTERM, 3.0), (signal.SIGKILL, 5.0)]
-    for sig, wait_s in steps:
-        try:
-            os.killpg(pgid, sig)
-        except ProcessLookupError:
-            return
-        try:
-            proc.wait(timeout=wait_s)
-            if sig != getattr(signal, "SIGUSR1", None):
-                return
-        except subprocess.TimeoutExpired:
-            continue
 
 
 def current_target() -> Target:

@@ -1,0 +1,1 @@
+"""The supervised training benchmark: config, worker supervision, batch-size search."""

@@ -1,0 +1,249 @@
+"""The supervised benchmark, for real: a real Keras fit on the CPU, and a fault matrix where
+the worker really dies (SIGSEGV, SIGABRT, exceptions, a real ResourceExhaustedError, a hang,
+a stderr flood, an orphaned grandchild, a real kernel OOM kill in a memory cgroup)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+
+from tfdoctor.core import memcg
+from tfdoctor.core.bench.batchsearch import SearchOptions, find_max_batch, probe_budget
+from tfdoctor.core.bench.config import BenchConfig, ConfigError
+from tfdoctor.core.bench.supervisor import BenchResult, SupervisorOptions, run_bench
+from tfdoctor.core.events import EventBuffer
+from tfdoctor.core.probes.targetrun import TargetError, current_target
+
+pytestmark = pytest.mark.slow
+SMALL = BenchConfig(preset="mlp", batch_size=16, steps=6, device="cpu")
+FAST = SupervisorOptions(watchdog_s=120, stall_s=15, guard_mb=0)  # > TF's 10 s OOM retry
+WHY_NO_MEMCG = memcg.unavailable()
+
+
+STATE: list[Path] = []
+
+
+@pytest.fixture(autouse=True)
+def _state_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TFDOCTOR_STATE_DIR", str(tmp_path / "state"))
+    STATE[:] = [tmp_path / "state"]
+
+
+def leftovers() -> list[str]:
+    """Processes this test's runs left behind: workers and their children run in the run
+    folders under this test's state dir (other tests may run workers at the same time)."""
+    out = []
+    for p in psutil.process_iter(["cmdline", "status", "cwd"]):
+        if p.info["status"] == psutil.STATUS_ZOMBIE or not p.info["cwd"]:
+            continue
+        if STATE and p.info["cwd"].startswith(str(STATE[0])):
+            out.append(f"{p.pid}: {' '.join(p.info['cmdline'] or [])[:120]}")
+    return out
+
+
+def bench(config: BenchConfig, options: SupervisorOptions = FAST, **kw: Any) -> BenchResult:
+    events: EventBuffer[tuple[str, Any]] = EventBuffer(100_000)
+    res = run_bench(current_target(), config, options, events=events, **kw)
+    res.events = [e for _, e in events.since(0)]  # type: ignore[attr-defined]
+    assert leftovers() == []
+    return res
+
+
+def test_a_real_keras_fit_completes_with_phases_speed_and_memory() -> None:
+    res = bench(BenchConfig(preset="cnn", input_shape=(32, 32, 3), batch_size=8, steps=8))
+    assert res.outcome.status == "completed", res.outcome.detail + "\n".join(res.output_tail)
+    kinds = [k for k, _ in res.events]  # type: ignore[attr-defined]
+    phases = [d for k, d in res.events if k == "phase"]  # type: ignore[attr-defined]
+    for a, b in zip(
+        ["import", "device_init", "build", "compile", "first_step", "steady"],
+        ["device_init", "build", "compile", "first_step", "steady", "done"],
+        strict=True,
+    ):
+        assert phases.index(a) < phases.index(b)
+    assert "sample" in kinds and "step" in kinds
+    m = res.metrics
+    assert m["steps_done"] == 8
+    assert m["steady_steps_per_s"] > 0 and m["examples_per_s"] > 0
+    assert m["tf_peak_bytes"] and all(v > 0 for v in m["tf_peak_bytes"].values())
+    assert m["rss_peak_bytes"] > 100 << 20  # TensorFlow is in there
+    assert res.info["tf_version"] and res.info["memory_device"]
+    assert res.diagnosis.causes == ()  # a healthy CPU run: no blame for start-up notices
+    out = res.to_json()
+    assert out["schema"] == 1 and out["outcome"]["status"] == "completed"
+    json.dumps(out)  # plain data
+    assert (res.run_dir / "stderr.log").stat().st_size > 0
+    assert (res.run_dir / "events.jsonl").read_text().count('"step"') >= 5
+
+
+@pytest.mark.parametrize(
+    ("fault", "status", "signal"),
+    [
+        ("segfault", "crashed", "SIGSEGV"),
+        ("abort", "crashed", "SIGABRT"),
+        ("exception", "exception", None),
+        ("tf_oom", "oom_recovered", None),
+    ],
+)
+def test_fault_matrix(fault: str, status: str, signal: str | None) -> None:
+    res = bench(BenchConfig(preset="mlp", batch_size=16, steps=6, device="cpu", fault=fault))
+    o = res.outcome
+    assert (o.status, o.signal) == (status, signal), o.detail
+    if fault == "segfault":
+        assert o.fault_stack and "Segmentation fault" in o.fault_stack
+        assert "on_train_batch_end" in o.fault_stack  # the Python stack where it died
+    if fault == "exception":
+        assert o.exception and o.exception["type"] == "RuntimeError"
+        assert "injected fault" in o.exception["message"]
+    if fault == "tf_oom":
+        assert "ResourceExhausted" in o.detail or "OOM" in o.detail
+        # TF's CPU allocator ran out: host memory, said by the engine from the real message
+        assert res.diagnosis.causes and res.diagnosis.causes[0].id == "host_oom"
+    assert res.metrics["steps_done"] >= 2  # it trained before the fault
+
+
+def test_a_hang_is_stopped_with_its_stack() -> None:
+    t0 = time.monotonic()
+    res = bench(replace_fault("hang"))
+    assert res.outcome.status == "hang"
+    assert "no progress" in res.outcome.detail
+    assert res.outcome.fault_stack and "on_train_batch_end" in res.outcome.fault_stack
+    assert time.monotonic() - t0 < 90
+
+
+def test_a_flood_of_stderr_neither_blocks_nor_fills_memory() -> None:
+    res = bench(replace_fault("stderr_flood"))
+    assert res.outcome.status == "completed", res.outcome.detail
+    log = res.run_dir / "stderr.log"
+    assert 32 << 20 <= log.stat().st_size <= (32 << 20) + 4096  # capped file
+    assert len(res.output_tail) <= 200
+
+
+def test_a_grandchild_that_outlives_the_worker_is_killed() -> None:
+    res = bench(replace_fault("grandchild"))  # bench() asserts nothing is left
+    assert res.outcome.status == "completed", res.outcome.detail
+
+
+@pytest.mark.skipif(WHY_NO_MEMCG is not None, reason=f"no memory cgroup: {WHY_NO_MEMCG}")
+def test_a_real_kernel_oom_kill_under_a_memory_cap_is_host_oom() -> None:
+    options = SupervisorOptions(watchdog_s=120, stall_s=30, memory_cap_mb=1200, guard_mb=0)
+    res = bench(replace_fault("host_oom"), options)
+    o = res.outcome
+    assert (o.status, o.signal) == ("killed", "SIGKILL"), o.detail
+    assert o.oom_kill is not None and o.oom_kill.proven
+    assert o.oom_kill.cgroup_delta == 1
+    assert res.diagnosis.causes[0].id == "host_oom"
+    assert res.diagnosis.causes[0].confidence >= 0.9
+
+
+def test_cancel_stops_the_worker_at_once() -> None:
+    events: EventBuffer[tuple[str, Any]] = EventBuffer()
+    cancel = threading.Event()
+    out: list[BenchResult] = []
+    t = threading.Thread(
+        target=lambda: out.append(
+            run_bench(current_target(), replace_fault("hang"), FAST, events=events, cancel=cancel)
+        )
+    )
+    t.start()
+    seq = 0
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not cancel.is_set():
+        for seq, (kind, _) in events.since(seq):  # noqa: B007, B020 - cursor
+            if kind == "step":
+                cancel.set()
+        time.sleep(0.05)
+    t.join(60)
+    assert out and out[0].outcome.status == "cancelled"
+    assert leftovers() == []
+
+
+def test_the_memory_guard_stops_a_run_before_the_machine_runs_out() -> None:
+    total_mb = psutil.virtual_memory().total >> 20
+    res = bench(SMALL, SupervisorOptions(guard_mb=total_mb + 1))  # always "too little left"
+    assert res.outcome.status == "guard_stopped"
+    assert "guard" in res.outcome.detail
+
+
+def test_worker_that_cannot_import_tensorflow_is_an_exception(bare_python: str) -> None:
+    from tfdoctor.core.model import Target
+
+    res = run_bench(Target(python=bare_python, label="bare"), SMALL, FAST)
+    assert res.outcome.status == "exception"
+    assert "while importing TensorFlow" in res.outcome.detail
+    assert res.outcome.exception and res.outcome.exception["type"] == "ModuleNotFoundError"
+    assert leftovers() == []
+
+
+def test_bad_targets_and_configs_are_one_line_errors(tmp_path: Path) -> None:
+    from tfdoctor.core.model import Target
+
+    with pytest.raises(TargetError):
+        run_bench(Target(python=str(tmp_path / "nope"), label="x"), SMALL)
+    for bad in (
+        BenchConfig(preset="vgg"),
+        BenchConfig(batch_size=0),
+        BenchConfig(input_shape=(3, 3)),
+        BenchConfig(memory_growth=True, memory_limit_mb=1024),
+    ):
+        with pytest.raises(ConfigError) as exc:
+            bad.validate()
+        assert "\n" not in str(exc.value)
+
+
+def replace_fault(kind: str) -> BenchConfig:
+    from dataclasses import replace
+
+    return replace(SMALL, fault=kind, steps=8 if kind != "hang" else 50)
+
+
+@pytest.mark.skipif(WHY_NO_MEMCG is not None, reason=f"no memory cgroup: {WHY_NO_MEMCG}")
+def test_batch_search_under_a_memory_cap_finds_the_boundary_and_respawns() -> None:
+    """The MLP's whole dataset lives in RAM (data=array): the batch size decides how much,
+    and the memory cap kills the worker at some size; the search must survive that, respawn,
+    and bisect to a boundary within the margin."""
+    config = BenchConfig(preset="mlp", batch_size=256, steps=40, device="cpu")
+    options = SupervisorOptions(watchdog_s=120, stall_s=30, memory_cap_mb=1100, guard_mb=0)
+    search = SearchOptions(start=256, max_batch=16384, margin=0.10)
+    res = find_max_batch(current_target(), config, search, options)
+    assert leftovers() == []
+    r = res.recommendation
+    assert r is not None and res.outcome.status == "completed", res.outcome.detail
+    statuses = [p["status"] for p in res.probes]
+    assert "host_oom_killed" in statuses, res.probes
+    assert res.metrics["workers_started"] >= 2  # respawned after the kill
+    # one worker, plus one per fatal failure that another probe followed
+    assert res.metrics["workers_started"] == 1 + sum(s not in ("ok", "oom") for s in statuses[:-1])
+    assert r["largest_clean_batch"] < r["first_failing_batch"]
+    assert r["first_failing_batch"] - r["largest_clean_batch"] <= max(
+        1, int(0.1 * r["largest_clean_batch"])
+    )
+    assert r["recommended_batch"] == int(r["largest_clean_batch"] * 0.9)
+    assert len(res.probes) <= probe_budget(256, 16384, 0.10)
+    assert res.diagnosis.causes and res.diagnosis.causes[0].id == "host_oom"
+
+
+def test_cli_bench_json_and_bad_flags() -> None:
+    tfd = str(Path(sys.executable).with_name("tfdoctor"))
+    p = subprocess.run(
+        [tfd, "bench", "--device", "cpu", "--preset", "mlp", "--steps", "4", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert p.returncode == 0, p.stderr[-2000:]
+    out = json.loads(p.stdout)
+    assert out["schema"] == 1 and out["outcome"]["status"] == "completed"
+    assert set(out) >= {"config", "outcome", "metrics", "probes", "causes"}
+    for args in (["--batch-size", "0"], ["--preset", "vgg"], ["--input-shape", "axb"]):
+        bad = subprocess.run([tfd, "bench", *args], capture_output=True, text=True, timeout=60)
+        assert bad.returncode == 2
+        assert len(bad.stderr.strip().splitlines()) == 1
+        assert "Traceback" not in bad.stderr
