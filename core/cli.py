@@ -650,6 +650,11 @@ def render_bench(res: BenchResult, paint: Painter) -> str:
     if res.diagnosis.causes:
         out.append("")
         out.append(render_diagnosis(res.diagnosis, paint, header=False).rstrip("\n"))
+    elif o.status not in ("completed", "cancelled"):
+        out.append(
+            "  diagnosis: no known failure pattern in what the worker printed; its full output "
+            "and stacks are in the files below"
+        )
     if res.run_dir:
         out.append("")
         out.append(paint(f"  files: {res.run_dir}", "2"))

@@ -179,6 +179,7 @@ def test_worker_that_cannot_import_tensorflow_is_an_exception(bare_python: str) 
     assert res.outcome.status == "exception"
     assert "while importing TensorFlow" in res.outcome.detail
     assert res.outcome.exception and res.outcome.exception["type"] == "ModuleNotFoundError"
+    assert "tensorflow" in res.outcome.exception["message"]
     assert leftovers() == []
 
 
@@ -247,3 +248,24 @@ def test_cli_bench_json_and_bad_flags() -> None:
         assert bad.returncode == 2
         assert len(bad.stderr.strip().splitlines()) == 1
         assert "Traceback" not in bad.stderr
+
+
+def test_memory_cap_without_cgroups_falls_back_to_an_address_space_limit(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Where no memory cgroup can be made (no root, no delegation), the cap is RLIMIT_AS:
+    allocations past it fail inside the worker (MemoryError) instead of an OOM kill."""
+
+    def refuse(*_a: object, **_k: object) -> None:
+        raise memcg.MemcgError("no memory cgroup here (test)")
+
+    monkeypatch.setattr(memcg, "MemoryCgroup", refuse)
+    options = SupervisorOptions(watchdog_s=120, stall_s=30, memory_cap_mb=6000, guard_mb=0)
+    events: EventBuffer[tuple[str, Any]] = EventBuffer()
+    res = run_bench(current_target(), replace_fault("host_oom"), options, events=events)
+    notes = [str(data) for _, (kind, data) in events.since(0) if kind == "status"]
+    assert any("RLIMIT_AS" in n for n in notes), notes
+    o = res.outcome
+    assert o.status in ("exception", "crashed"), o.detail  # MemoryError, or abort in C++
+    assert res.diagnosis.causes and res.diagnosis.causes[0].id == "host_oom"
+    assert leftovers() == []

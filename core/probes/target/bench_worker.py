@@ -23,6 +23,7 @@ import argparse
 import contextlib
 import faulthandler
 import gc
+import importlib
 import inspect
 import json
 import os
@@ -228,8 +229,9 @@ def parse_setup(text):
 def import_tf():
     global np, tf, keras
     phase("import")
+    # TensorFlow first: where it is missing, that is the error to report, not numpy's
+    tensorflow = importlib.import_module("tensorflow")
     import numpy
-    import tensorflow
 
     np = numpy
     tf = tensorflow
