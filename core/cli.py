@@ -184,6 +184,24 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--json", action="store_true", help="print the result as JSON")
     b.add_argument("--no-color", action="store_true", help="no ANSI colours")
 
+    mon = sub.add_parser(
+        "monitor",
+        help="print live RAM, swap, GPU memory and process memory (optionally recorded)",
+        description="Sample system RAM and swap, every GPU's memory, utilisation, temperature "
+        "and power (through NVML, where there is a driver), and the memory of the processes "
+        "you name, and print a compact live line (or CSV rows). Ctrl-C stops. --record writes "
+        "a trace the app can replay.",
+    )
+    mon.add_argument(
+        "--pid", type=int, action="append", default=[], metavar="PID", help="follow a process"
+    )
+    mon.add_argument("--record", metavar="FILE", help="also write a trace to FILE")
+    mon.add_argument("--duration", type=float, metavar="S", help="stop after S seconds")
+    mon.add_argument(
+        "--interval-ms", type=int, default=1000, metavar="N", help="sampling interval (1000)"
+    )
+    mon.add_argument("--csv", action="store_true", help="one CSV row per sample")
+
     e = sub.add_parser(
         "envs",
         help="list Python environments to check (kernelspecs, conda envs, running kernels)",
@@ -230,6 +248,8 @@ def main(argv: Sequence[str] | None = None, open_app: OpenApp | None = None) -> 
             return cmd_envs(args)
         if args.command == "bench":
             return cmd_bench(args)
+        if args.command == "monitor":
+            return cmd_monitor(args)
         if args.command == "capture":
             return cmd_capture(args)
     except KeyboardInterrupt:
@@ -659,6 +679,104 @@ def render_bench(res: BenchResult, paint: Painter) -> str:
         out.append("")
         out.append(paint(f"  files: {res.run_dir}", "2"))
     return "\n".join(out) + "\n"
+
+
+def _gib(n: Any) -> str:
+    return f"{n / (1 << 30):.1f}" if isinstance(n, (int, float)) else "-"
+
+
+def monitor_line(sample: dict[str, Any]) -> str:
+    """One compact line: RAM, swap, each GPU, each followed process."""
+    parts = [
+        f"{sample['t']:7.1f}s",
+        f"RAM {_gib(sample.get('ram_used'))}/{_gib(sample.get('ram_total'))} GiB",
+        f"swap {_gib(sample.get('swap_used'))} GiB",
+    ]
+    for g in sample.get("gpus") or []:
+        extra = "".join(
+            f" {v}{unit}"
+            for v, unit in ((g.get("util"), "%"), (g.get("temp_c"), "°C"), (g.get("power_w"), "W"))
+            if v is not None
+        )
+        parts.append(f"GPU{g['index']} {_gib(g.get('used'))}/{_gib(g.get('total'))} GiB{extra}")
+    if sample.get("nvml") == "stalled":
+        parts.append("NVML STALLED")
+    for pid, rss in (sample.get("rss") or {}).items():
+        vram = sum(
+            p.get("used", 0)
+            for g in sample.get("gpus") or []
+            for p in g.get("procs") or []
+            if str(p.get("pid")) == pid
+        )
+        parts.append(f"pid {pid} RSS {_mib(rss)}" + (f" VRAM {_mib(vram)}" if vram else ""))
+    return " | ".join(parts)
+
+
+CSV_COLUMNS = ("t", "ram_used", "ram_total", "swap_used")
+
+
+def cmd_monitor(args: argparse.Namespace) -> int:
+    import time as _time
+
+    from tfdoctor.core import telemetry
+    from tfdoctor.core.probes import nvml
+
+    if not 5 <= args.interval_ms <= 60_000:
+        return _fail("--interval-ms must be from 5 to 60000")
+    if args.duration is not None and args.duration <= 0:
+        return _fail("--duration must be a positive number of seconds")
+    for pid in args.pid:
+        if not os.path.exists(f"/proc/{pid}"):
+            return _fail(f"--pid {pid}: no such process")
+    writer = None
+    if args.record:
+        try:
+            writer = telemetry.TraceWriter(
+                args.record, {"interval_s": args.interval_ms / 1000, "pids": args.pid}
+            )
+        except OSError as exc:
+            return _fail(f"--record: cannot write {args.record}: {exc.strerror or exc}")
+    timeline = telemetry.Timeline(writer=writer)
+    sampler = telemetry.Sampler(
+        timeline, interval_s=args.interval_ms / 1000, gpu_api=nvml.live_api(), pids=args.pid
+    ).start()
+    tty = sys.stdout.isatty() and not args.csv
+    if sampler.gpu_problem and not args.csv:
+        print(f"tfdoctor monitor: no GPU series ({sampler.gpu_problem})", file=sys.stderr)
+    seq = 0
+    header_done = False
+    deadline = None if args.duration is None else _time.monotonic() + args.duration
+    try:
+        while deadline is None or _time.monotonic() < deadline:
+            _time.sleep(min(0.2, args.interval_ms / 1000))
+            for seq, (kind, item) in timeline.since(seq):  # noqa: B007, B020 - cursor
+                if kind == "marker":
+                    print(f"\n[{item['t']:.1f}s] {item['label']}" if tty else item["label"])
+                if kind != "sample":
+                    continue
+                if args.csv:
+                    gpus = item.get("gpus") or []
+                    if not header_done:
+                        cols = [*CSV_COLUMNS, *(f"gpu{g['index']}_used" for g in gpus)]
+                        cols += [f"pid{p}_rss" for p in args.pid]
+                        print(",".join(cols))
+                        header_done = True
+                    row = [str(item.get(c, "")) for c in CSV_COLUMNS]
+                    row += [str(g.get("used", "")) for g in gpus]
+                    row += [str((item.get("rss") or {}).get(str(p), "")) for p in args.pid]
+                    print(",".join(row), flush=True)
+                elif tty:
+                    print(f"\r\033[K{monitor_line(item)[:200]}", end="", flush=True)
+                else:
+                    print(monitor_line(item), flush=True)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        sampler.stop()
+        timeline.close()
+        if tty:
+            print()
+    return EXIT_OK
 
 
 def cmd_envs(args: argparse.Namespace) -> int:

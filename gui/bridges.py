@@ -10,9 +10,14 @@ from typing import Any
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
+from tfdoctor.core.bench.batchsearch import SearchOptions, find_max_batch
+from tfdoctor.core.bench.config import BenchConfig, ConfigError
+from tfdoctor.core.bench.supervisor import SupervisorOptions, run_bench
+from tfdoctor.core.events import EventBuffer
 from tfdoctor.core.model import Target
 from tfdoctor.core.probes import envs, nvml, targetrun
 from tfdoctor.core.scan import CheckRun
+from tfdoctor.core.telemetry import Timeline
 
 log = logging.getLogger(__name__)
 
@@ -215,3 +220,103 @@ class EnvsBridge(QObject):
             self.sig_envs_failed.emit(_one_line(exc))
             return
         self.sig_envs_found.emit(list(found))
+
+
+class BenchBridge(QObject):
+    """Runs one supervised benchmark (or batch search) in a core thread; polls its events and
+    telemetry from a QTimer and re-emits them on the GUI thread."""
+
+    sig_event = Signal(str, object)  # (kind, data) from core.bench.supervisor events
+    sig_output = Signal(list)  # new lines of the worker's output (batched per tick)
+    sig_telemetry = Signal(list)  # new timeline items [(kind, item)]
+    sig_finished = Signal(object)  # BenchResult
+    sig_failed = Signal(str)  # one line: the benchmark could not start
+
+    def __init__(self, parent: QObject | None = None, *, poll_ms: int = POLL_MS) -> None:
+        super().__init__(parent)
+        self._timer = QTimer(self)
+        self._timer.setInterval(poll_ms)
+        self._timer.timeout.connect(self._on_timer_tick)
+        self._thread: threading.Thread | None = None
+        self._cancel = threading.Event()
+        self.events: EventBuffer[tuple[str, Any]] = EventBuffer(50_000)
+        self.timeline: Timeline = Timeline()
+        self._seq = 0
+        self._tl_seq = 0
+        self._result: list[Any] = []
+        self._error: list[str] = []
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None
+
+    def start(
+        self,
+        target: Target,
+        config: BenchConfig,
+        options: SupervisorOptions,
+        search: SearchOptions | None = None,
+    ) -> None:
+        """Start in a core thread; returns at once.
+
+        Raises:
+            RuntimeError: a run is already going.
+        """
+        if self.running:
+            raise RuntimeError("a benchmark is already running")
+        self._cancel = threading.Event()
+        self.events = EventBuffer(50_000)
+        self.timeline = Timeline()
+        self._seq = self._tl_seq = 0
+        self._result, self._error = [], []
+        events, timeline, cancel = self.events, self.timeline, self._cancel
+
+        def work() -> None:
+            try:
+                if search is not None:
+                    res = find_max_batch(
+                        target, config, search, options,
+                        events=events, cancel=cancel, timeline=timeline,
+                    )  # fmt: skip
+                else:
+                    res = run_bench(
+                        target, config, options, events=events, cancel=cancel, timeline=timeline
+                    )
+                self._result.append(res)
+            except (targetrun.TargetError, ConfigError) as exc:
+                self._error.append(_one_line(exc))
+            except Exception as exc:  # a bug in tfdoctor: one line here, details in the log
+                log.warning("the benchmark failed", exc_info=True)
+                self._error.append(f"internal error: {_one_line(exc)}")
+
+        self._thread = threading.Thread(target=work, name="tfdoctor-bench", daemon=True)
+        self._thread.start()
+        self._timer.start()
+
+    def cancel(self) -> None:
+        self._cancel.set()
+
+    def _on_timer_tick(self) -> None:
+        lines: list[str] = []
+        for seq, (kind, data) in self.events.since(self._seq):
+            self._seq = seq
+            if kind == "output":
+                lines.append(str(data))
+            elif kind != "done":
+                self.sig_event.emit(kind, data)
+        if lines:
+            self.sig_output.emit(lines)
+        items = self.timeline.since(self._tl_seq)
+        if items:
+            self._tl_seq = items[-1][0]
+            self.sig_telemetry.emit([item for _, item in items])
+        thread = self._thread
+        if thread is not None and not thread.is_alive():
+            self._thread = None
+            self._timer.stop()
+            if self._error:
+                self.sig_failed.emit(self._error[0])
+            elif self._result:
+                self.sig_finished.emit(self._result[0])
+            else:
+                self.sig_failed.emit("the benchmark ended without a result")

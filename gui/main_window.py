@@ -20,6 +20,7 @@ from PySide6.QtWidgets import (
 
 from tfdoctor.core import __version__
 from tfdoctor.gui import assets
+from tfdoctor.gui.pages.bench_page import BenchPage
 from tfdoctor.gui.pages.check_page import CheckPage
 
 log = logging.getLogger(__name__)
@@ -33,7 +34,11 @@ STEPS: list[tuple[str, str, bool]] = [
         "Inspect a Python environment: TensorFlow, CUDA libraries, driver, GPUs, memory",
         True,
     ),
-    ("Reproduce", f"{LATER}: run a supervised training benchmark with live memory plots", False),
+    (
+        "Reproduce",
+        "Run a supervised training benchmark and watch VRAM, TF memory and RAM live",
+        True,
+    ),
     ("Diagnosis", f"{LATER}: explain a crash from its logs and exit", False),
     ("Fix", f"{LATER}: apply reversible fixes and verify them", False),
     ("Export", f"{LATER}: export a fix script and a shareable report", False),
@@ -89,12 +94,15 @@ class MainWindow(QMainWindow):
         self.stack = QStackedWidget(central)
         self.check_page = CheckPage(self.stack)
         self.stack.addWidget(self.check_page)
+        self.bench_page = BenchPage(self.stack, target_provider=self.check_page.selected_target)
+        self.stack.addWidget(self.bench_page)
         row.addWidget(self.stack, 1)
         self.setCentralWidget(central)
 
         self.steps.setCurrentRow(0)
         self.steps.currentRowChanged.connect(self._on_steps_row_changed)
         self.check_page.sig_status_changed.connect(self._on_page_status_changed)
+        self.bench_page.sig_status_changed.connect(self._on_page_status_changed)
         self.statusBar().showMessage("Ready.")
 
         if autostart:
@@ -108,10 +116,13 @@ class MainWindow(QMainWindow):
     def _on_steps_row_changed(self, row: int) -> None:
         if 0 <= row < self.stack.count():
             self.stack.setCurrentIndex(row)
+            if self.stack.currentWidget() is self.bench_page:
+                self.bench_page.refresh_target()
 
     def _on_page_status_changed(self, text: str) -> None:
         self.statusBar().showMessage(text)
 
     def closeEvent(self, event: QCloseEvent) -> None:
         self.check_page.shutdown()
+        self.bench_page.shutdown()
         super().closeEvent(event)

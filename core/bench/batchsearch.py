@@ -30,6 +30,7 @@ from tfdoctor.core.bench.supervisor import (
 from tfdoctor.core.events import EventBuffer
 from tfdoctor.core.model import Diagnosis, Target
 from tfdoctor.core.probes import targetrun
+from tfdoctor.core.telemetry import Timeline
 
 DEFAULT_MAX_BATCH = 8192
 DEFAULT_MARGIN = 0.10
@@ -81,6 +82,7 @@ def find_max_batch(
     *,
     events: EventBuffer[tuple[str, Any]] | None = None,
     cancel: threading.Event | None = None,
+    timeline: Timeline | None = None,
 ) -> BenchResult:
     """Search the largest clean batch size. Never raises for what the workers do.
 
@@ -92,8 +94,15 @@ def find_max_batch(
     config = config.validate()
     s = (search or SearchOptions()).validate(config)
     assert s.start is not None
-    sup = Supervisor(target, config, options, events=events, cancel=cancel)
-    t0 = time.monotonic()
+    sup = Supervisor(target, config, options, events=events, cancel=cancel, timeline=timeline)
+    try:
+        return _search(sup, config, s, t0=time.monotonic())
+    finally:
+        sup.close()
+
+
+def _search(sup: Supervisor, config: BenchConfig, s: SearchOptions, t0: float) -> BenchResult:
+    assert s.start is not None
     probes: list[dict[str, Any]] = []
     failures: list[tuple[RunRecord, Outcome | None, list[str]]] = []
     budget = probe_budget(s.start, s.max_batch, s.margin)

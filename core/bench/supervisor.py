@@ -44,6 +44,7 @@ from tfdoctor.core.diagnose.engine import ExitInfo, diagnose
 from tfdoctor.core.events import EventBuffer
 from tfdoctor.core.model import Diagnosis, Target
 from tfdoctor.core.probes import system, targetrun
+from tfdoctor.core.telemetry import Sampler, Timeline
 
 log = logging.getLogger(__name__)
 
@@ -59,13 +60,25 @@ STATUSES = {
     "cancelled": "you stopped the run",
     "guard_stopped": "tfdoctor stopped the run before the machine ran out of RAM",
 }
+MARKED_PHASES = {
+    "import": "import",
+    "compile": "compile",
+    "first_step": "first step",
+    "steady": "steady state",
+}
+OUTCOME_MARKERS = {
+    "killed": "killed",
+    "crashed": "crash",
+    "hang": "hang",
+    "guard_stopped": "guard stop",
+    "exception": "exception",
+}
 CRASH_SIGNALS = {"SIGSEGV", "SIGABRT", "SIGBUS", "SIGILL", "SIGFPE", "SIGSYS", "SIGTRAP"}
 OUTPUT_LINES_KEPT = 4000
 OUTPUT_LINE_CHARS = 4000
 STDERR_FILE_CAP = 32 << 20
 EVENTS_FILE_CAP = 16 << 20
 STEPS_KEPT = 20_000
-SAMPLES_KEPT = 20_000
 RUNS_KEPT = 20
 SAMPLE_EVERY_S = 0.5
 
@@ -103,7 +116,8 @@ class SupervisorOptions:
     stall_s: float = 60.0
     memory_cap_mb: int | None = None
     guard_mb: int | None = None
-    sample_every_s: float = SAMPLE_EVERY_S
+    sample_every_s: float = SAMPLE_EVERY_S  # telemetry interval (the GUI uses 0.1)
+    gpu_api: Any = None  # a pynvml-like object for GPU series (nvml.live_api()); None: host only
 
 
 @dataclass
@@ -545,8 +559,9 @@ class Supervisor:
     """Drives one worker at a time: start-up, runs, watchdog, guard, cancel, the end.
 
     Events (kind, payload) go to `events` for the GUI and the CLI's progress line:
-    status (one line), phase (name), info, knob, step, sample, oom, error, output (a line of
-    the worker's output), worker_started (pid), worker_ended (Outcome).
+    status (one line), phase (name), info, knob, step, oom, error, output (a line of the
+    worker's output), worker_started (pid), worker_ended (Outcome). Telemetry (samples, TF
+    memory, steps, markers) goes to `timeline`.
     """
 
     def __init__(
@@ -558,6 +573,7 @@ class Supervisor:
         events: EventBuffer[tuple[str, Any]] | None = None,
         cancel: threading.Event | None = None,
         run_dir: Path | None = None,
+        timeline: Timeline | None = None,
     ) -> None:
         self.target = target
         self.config = config.validate()
@@ -571,9 +587,16 @@ class Supervisor:
         self.workers_started = 0
         self.info: dict[str, Any] = {}
         self.knobs: list[dict[str, Any]] = []
-        self.samples: collections.deque[dict[str, Any]] = collections.deque(maxlen=SAMPLES_KEPT)
+        # telemetry: the worker's RSS, system RAM and swap (and GPUs with an NVML api), plus
+        # markers, TF memory and steps from the worker's records
+        self.timeline = timeline or Timeline()
+        self.sampler = Sampler(
+            self.timeline, interval_s=self.options.sample_every_s, gpu_api=self.options.gpu_api
+        )
+        self._sampling = False
+        self.peaks: dict[str, int] = {}  # rss (worker + children), ram_used: highest seen
+        self._seen_sample: dict[str, Any] | None = None
         self.phase = "start"
-        self._last_sample = 0.0
         self._next_run = 0
         self._stopped: Stop | None = None
         self.last_output: list[str] = []  # the last worker's output lines, once it ended
@@ -601,10 +624,25 @@ class Supervisor:
         wp.start()
         self.worker = wp
         self.workers_started += 1
+        if not self._sampling:
+            self.sampler.start()
+            self._sampling = True
+        if wp.pid is not None:
+            self.sampler.watch(wp.pid)
         self.phase = "start"
         self.emit("worker_started", wp.pid)
         if wp.cap_note:
             self.emit("status", f"worker RAM cap: {wp.cap_note}")
+        if self.options.memory_cap_mb:
+            self.timeline.add(
+                "limit",
+                {
+                    "t": self.timeline.now(),
+                    "key": "ram_cap",
+                    "label": "worker RAM cap",
+                    "value": self.options.memory_cap_mb << 20,
+                },
+            )
         for rec in self._records(wp, until="ready"):
             if rec["type"] == "ready":
                 break
@@ -664,6 +702,14 @@ class Supervisor:
         self._drain(wp)
         self.last_output = list(wp.output)
         outcome = self._classify(wp, returncode)
+        if wp.pid is not None:
+            self.sampler.unwatch(wp.pid)
+        label = OUTCOME_MARKERS.get(outcome.status)
+        if label:
+            self.timeline.mark(
+                label + (f" ({outcome.signal})" if outcome.signal else ""),
+                "guard" if outcome.status == "guard_stopped" else "crash",
+            )
         self.worker = None
         self._stopped = None
         self.worker_error = None
@@ -711,9 +757,7 @@ class Supervisor:
                 raise _Died
             if self.cancel_event.is_set():
                 self._stop(wp, "cancelled", "stopped at your request", dump=False)
-            if now - self._last_sample >= opts.sample_every_s:
-                self._last_sample = now
-                self._sample(wp)
+            self._check_memory(wp)
             if limit_s is not None and now - started > limit_s:
                 self._stop(wp, "hang", f"no answer within {limit_s:.0f} s", dump=True)
             if self.phase == "steady":
@@ -744,6 +788,8 @@ class Supervisor:
         if kind == "phase":
             self.phase = str(rec.get("phase"))
             self.emit("phase", self.phase)
+            if self.phase in MARKED_PHASES:
+                self.timeline.mark(MARKED_PHASES[self.phase], "phase")
         elif kind == "info":
             self.info = {k: v for k, v in rec.items() if k not in ("v", "t", "type")}
             self.emit("info", self.info)
@@ -761,42 +807,51 @@ class Supervisor:
             self.knobs.append({k: rec.get(k) for k in ("name", "applied", "why")})
             self.emit("knob", rec)
         elif kind in ("step", "oom", "error", "run_done"):
+            if kind == "step":
+                t = self.timeline.now()
+                if rec.get("mem"):
+                    self.timeline.add_tf(rec["mem"], t)
+                self.timeline.add(
+                    "step",
+                    {
+                        "t": t,
+                        "step": rec.get("step"),
+                        "step_s": rec.get("step_s"),
+                        "examples_per_s": rec.get("examples_per_s"),
+                    },
+                )
+            elif kind == "oom":
+                self.timeline.mark("ResourceExhaustedError (out of memory)", "oom")
             if kind == "error" and rec.get("run") is None:
                 self.worker_error = rec  # start-up (import, devices) or protocol
             self.emit(kind, rec)
 
-    def _sample(self, wp: WorkerProcess) -> None:
-        """System RAM, swap and the worker's RSS (with its children), for plots and guard."""
-        try:
-            vm = psutil.virtual_memory()
-            sw = psutil.swap_memory()
-        except (OSError, RuntimeError):
+    def _check_memory(self, wp: WorkerProcess) -> None:
+        """Peaks from the newest telemetry sample, and the guard: stop the worker before the
+        machine runs out of RAM."""
+        sample = self.timeline.latest
+        if sample is None or sample is self._seen_sample:
             return
-        rss = None
-        if wp.pid is not None:
-            with contextlib.suppress(psutil.Error, OSError):
-                p = psutil.Process(wp.pid)
-                rss = p.memory_info().rss + sum(
-                    c.memory_info().rss for c in p.children(recursive=True)
-                )
-        sample = {
-            "t": round(time.monotonic() - wp.started_at, 3),
-            "rss": rss,
-            "ram_used": vm.total - vm.available,
-            "ram_total": vm.total,
-            "ram_available": vm.available,
-            "swap_used": sw.used,
-        }
-        self.samples.append(sample)
-        self.emit("sample", sample)
-        if self.guard_mb and vm.available < self.guard_mb << 20:
+        self._seen_sample = sample
+        rss = (sample.get("rss") or {}).get(str(wp.pid))
+        for key, value in (("rss", rss), ("ram_used", sample.get("ram_used"))):
+            if isinstance(value, int):
+                self.peaks[key] = max(self.peaks.get(key, 0), value)
+        available = sample.get("ram_available")
+        if self.guard_mb and isinstance(available, int) and available < self.guard_mb << 20:
             self._stop(
                 wp,
                 "guard_stopped",
-                f"stopped with {vm.available >> 20} MiB of RAM left (guard: {self.guard_mb} "
+                f"stopped with {available >> 20} MiB of RAM left (guard: {self.guard_mb} "
                 "MiB): the run was about to exhaust the machine's memory",
                 dump=False,
             )
+
+    def close(self) -> None:
+        """Stop the telemetry (the worker is ended by end_worker)."""
+        if self._sampling:
+            self.sampler.stop()
+            self._sampling = False
 
     # -- classification
     def _classify(self, wp: WorkerProcess, returncode: int | None) -> Outcome:
@@ -896,9 +951,8 @@ def _run_metrics(rr: RunRecord, sup: Supervisor) -> dict[str, Any]:
             if isinstance(m, dict) and isinstance(m.get("peak"), int):
                 peak_dev[dev] = max(peak_dev.get(dev, 0), m["peak"])
     rss_peak = max(
-        [int(done.get("rss_peak") or 0)]
+        [int(done.get("rss_peak") or 0), sup.peaks.get("rss", 0)]
         + [int(s.get("rss") or 0) for s in steps]
-        + [int(x.get("rss") or 0) for x in sup.samples]
     )
     return {
         "steps_done": int(done.get("steps") or (steps[-1]["step"] if steps else 0)),
@@ -909,7 +963,7 @@ def _run_metrics(rr: RunRecord, sup: Supervisor) -> dict[str, Any]:
         "median_step_s": round(statistics.median(step_times), 6) if step_times else None,
         "tf_peak_bytes": peak_dev,
         "rss_peak_bytes": rss_peak or None,
-        "ram_used_peak_bytes": max((int(x["ram_used"]) for x in sup.samples), default=None),
+        "ram_used_peak_bytes": sup.peaks.get("ram_used"),
     }
 
 
@@ -997,6 +1051,7 @@ def run_bench(
     *,
     events: EventBuffer[tuple[str, Any]] | None = None,
     cancel: threading.Event | None = None,
+    timeline: Timeline | None = None,
 ) -> BenchResult:
     """One supervised benchmark run, start to end. Never raises for what the worker does.
 
@@ -1005,10 +1060,13 @@ def run_bench(
         ConfigError: a bad config value.
     """
     targetrun.python_version(target.python)
-    sup = Supervisor(target, config, options, events=events, cancel=cancel)
+    sup = Supervisor(target, config, options, events=events, cancel=cancel, timeline=timeline)
     sup.emit("status", f"starting {config.describe()}")
-    rr = sup.run(config)
-    outcome = sup.end_worker()
+    try:
+        rr = sup.run(config)
+        outcome = sup.end_worker()
+    finally:
+        sup.close()
     assert outcome is not None
     outcome = _final_status(outcome, rr)
     result = _result(sup, config, outcome, rr)

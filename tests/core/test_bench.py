@@ -21,6 +21,7 @@ from tfdoctor.core.bench.config import BenchConfig, ConfigError
 from tfdoctor.core.bench.supervisor import BenchResult, SupervisorOptions, run_bench
 from tfdoctor.core.events import EventBuffer
 from tfdoctor.core.probes.targetrun import TargetError, current_target
+from tfdoctor.core.telemetry import Timeline
 
 pytestmark = pytest.mark.slow
 SMALL = BenchConfig(preset="mlp", batch_size=16, steps=6, device="cpu")
@@ -51,8 +52,10 @@ def leftovers() -> list[str]:
 
 def bench(config: BenchConfig, options: SupervisorOptions = FAST, **kw: Any) -> BenchResult:
     events: EventBuffer[tuple[str, Any]] = EventBuffer(100_000)
-    res = run_bench(current_target(), config, options, events=events, **kw)
+    timeline = Timeline()
+    res = run_bench(current_target(), config, options, events=events, timeline=timeline, **kw)
     res.events = [e for _, e in events.since(0)]  # type: ignore[attr-defined]
+    res.telemetry = [e for _, e in timeline.since(0)]  # type: ignore[attr-defined]
     assert leftovers() == []
     return res
 
@@ -68,7 +71,17 @@ def test_a_real_keras_fit_completes_with_phases_speed_and_memory() -> None:
         strict=True,
     ):
         assert phases.index(a) < phases.index(b)
-    assert "sample" in kinds and "step" in kinds
+    assert "step" in kinds
+    telemetry = res.telemetry  # type: ignore[attr-defined]
+    samples = [i for k, i in telemetry if k == "sample"]
+    assert len(samples) >= 5 and any(i.get("rss") for i in samples)  # the worker's RSS
+    assert [i["label"] for k, i in telemetry if k == "marker"][:4] == [
+        "import",
+        "compile",
+        "first step",
+        "steady state",
+    ]
+    assert any(k == "tf" for k, _ in telemetry)  # TF's allocator numbers on the timeline
     m = res.metrics
     assert m["steps_done"] == 8
     assert m["steady_steps_per_s"] > 0 and m["examples_per_s"] > 0

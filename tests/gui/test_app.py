@@ -40,16 +40,21 @@ def test_window_lists_the_steps_later_ones_disabled(qtbot) -> None:  # type: ign
     w = MainWindow(autostart=False)
     qtbot.addWidget(w)
     assert w.steps.count() == len(STEPS)
-    first = w.steps.item(0)
-    assert "Environment checks" in first.text()
-    assert first.flags() & Qt.ItemFlag.ItemIsEnabled
+    first, second = w.steps.item(0), w.steps.item(1)
+    assert "Environment checks" in first.text() and "Reproduce" in second.text()
+    for item in (first, second):
+        assert item.flags() & Qt.ItemFlag.ItemIsEnabled
     assert w.steps.currentRow() == 0
-    for i in range(1, w.steps.count()):
+    for i in range(2, w.steps.count()):
         item = w.steps.item(i)
         assert not item.flags() & Qt.ItemFlag.ItemIsEnabled, item.text()
         assert "coming in a later version" in item.toolTip().lower()
     assert w.stack.currentWidget() is w.check_page
     assert not w.check_page.running  # autostart=False starts nothing
+    w.steps.setCurrentRow(1)  # the Reproduce page, with the Python picked on the first page
+    assert w.stack.currentWidget() is w.bench_page
+    assert w.check_page.selected_target().python in w.bench_page.target_label.text()
+    assert not w.bench_page.running
 
 
 def test_smoke_test_leaves_no_window_behind(qapp) -> None:  # type: ignore[no-untyped-def]

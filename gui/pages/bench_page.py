@@ -1,0 +1,566 @@
+"""The 'Reproduce' page: run the supervised training benchmark and watch memory climb live.
+
+The form holds the benchmark's presets and knobs (core.bench.config); Start runs it through
+BenchBridge (core threads); the plot shows VRAM, TF in use/peak, the worker's RSS, system RAM
+and swap with phase/OOM/crash markers; the worker's output goes to a collapsible log pane;
+the outcome and the ranked causes appear when it ends. "Open trace…" replays a recorded
+trace into the same plot, "Demo" a bundled real one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from PySide6.QtCore import QElapsedTimer, Qt, QTimer, Signal
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QComboBox,
+    QFileDialog,
+    QFormLayout,
+    QFrame,
+    QGroupBox,
+    QHBoxLayout,
+    QLabel,
+    QPlainTextEdit,
+    QProgressBar,
+    QPushButton,
+    QScrollArea,
+    QSpinBox,
+    QSplitter,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from tfdoctor.core import telemetry
+from tfdoctor.core.bench.batchsearch import SearchOptions
+from tfdoctor.core.bench.config import DATA_MODES, PRESETS, BenchConfig, ConfigError
+from tfdoctor.core.bench.supervisor import STATUSES, BenchResult, SupervisorOptions
+from tfdoctor.core.model import Finding, Severity, Target
+from tfdoctor.core.probes import nvml
+from tfdoctor.core.probes.targetrun import current_target
+from tfdoctor.gui import assets
+from tfdoctor.gui.bridges import BenchBridge
+from tfdoctor.gui.findings_view import FindingsView
+from tfdoctor.gui.telemetry_plot import TelemetryPlot, format_bytes
+
+log = logging.getLogger(__name__)
+
+DEMO_TRACE = assets.RESOURCES / "traces" / "cpu_oom_kill.trace"
+LOG_LINES_KEPT = 5000
+PHASE_WORDS = {
+    "start": "Starting Python",
+    "import": "Importing TensorFlow",
+    "device_init": "Setting up devices",
+    "build": "Building the model and data",
+    "compile": "Compiling",
+    "first_step": "First step (tracing)",
+    "steady": "Training",
+    "done": "Finishing",
+}
+
+
+def causes_as_findings(result: BenchResult) -> list[Finding]:
+    """The ranked causes, shown with the findings cards: the best one as an error."""
+    out = []
+    for i, c in enumerate(result.diagnosis.causes):
+        out.append(
+            Finding(
+                f"cause.{c.id}",
+                Severity.ERROR if i == 0 else Severity.WARNING,
+                f"{c.title} ({round(c.confidence * 100)}% sure)",
+                c.explanation,
+                c.evidence,
+                c.fixes,
+                "diagnosis",
+            )
+        )
+    return out
+
+
+class BenchPage(QWidget):
+    """Presets and knobs, Start/Stop, progress, the live plot, the log, the outcome."""
+
+    sig_status_changed = Signal(str)
+
+    def __init__(
+        self,
+        parent: QWidget | None = None,
+        *,
+        target_provider: Callable[[], Target | None] | None = None,
+        bridge: BenchBridge | None = None,
+        options: SupervisorOptions | None = None,
+    ) -> None:
+        super().__init__(parent)
+        self.setObjectName("benchPage")
+        self.target_provider = target_provider or current_target
+        self.bridge = bridge or BenchBridge(self)
+        self.base_options = options or SupervisorOptions(
+            sample_every_s=0.1, gpu_api=nvml.live_api()
+        )
+        self.last_result: BenchResult | None = None
+        self._total_steps = 0
+        self._elapsed = QElapsedTimer()
+        self._clock = QTimer(self)
+        self._clock.setInterval(1000)
+        self._clock.timeout.connect(self._update_phase_label)
+        self._phase = ""
+        self._step = ""
+        self._build()
+        self._connect()
+        self._set_running(False)
+
+    # ------------------------------------------------------------------ construction
+    def _build(self) -> None:
+        root = QVBoxLayout(self)
+        root.setContentsMargins(22, 18, 22, 12)
+        root.setSpacing(8)
+        title = QLabel("Reproduce: a supervised training run", self)
+        title.setObjectName("pageTitle")
+        root.addWidget(title)
+        sub = QLabel(
+            "Trains a synthetic Keras model in the chosen Python, in a worker process tfdoctor "
+            "watches. Whatever ends it (GPU or RAM exhausted, a crash, a hang), the app "
+            "survives, plots memory up to that moment and says why.",
+            self,
+        )
+        sub.setObjectName("pageSubtitle")
+        sub.setWordWrap(True)
+        root.addWidget(sub)
+
+        top = QHBoxLayout()
+        self.target_label = QLabel(self)
+        self.target_label.setObjectName("infoLabel")
+        self.open_trace_button = QPushButton("Open trace…", self)
+        self.open_trace_button.setToolTip(
+            "Replay a trace recorded by `tfdoctor monitor --record` or by an earlier run"
+        )
+        self.demo_button = QPushButton("Demo", self)
+        self.demo_button.setToolTip(
+            "Show a real recorded run: a Keras job killed by the kernel's OOM killer"
+        )
+        self.demo_button.setEnabled(DEMO_TRACE.is_file())
+        top.addWidget(self.target_label, 1)
+        top.addWidget(self.open_trace_button)
+        top.addWidget(self.demo_button)
+        root.addLayout(top)
+
+        body = QHBoxLayout()
+        body.setSpacing(12)
+        body.addWidget(self._build_form(), 0)
+        right = QSplitter(Qt.Orientation.Vertical, self)
+        right.setChildrenCollapsible(False)
+
+        upper = QWidget(right)
+        uv = QVBoxLayout(upper)
+        uv.setContentsMargins(0, 0, 0, 0)
+        uv.setSpacing(6)
+        prow = QHBoxLayout()
+        self.phase_label = QLabel(upper)
+        self.phase_label.setObjectName("stageLabel")
+        self.progress = QProgressBar(upper)
+        self.progress.setTextVisible(True)
+        self.progress.setMaximumWidth(260)
+        self.progress.hide()  # shown while a run goes and with its outcome
+        prow.addWidget(self.phase_label, 1)
+        prow.addWidget(self.progress)
+        uv.addLayout(prow)
+        self.plot = TelemetryPlot(upper)
+        uv.addWidget(self.plot, 1)
+        right.addWidget(upper)
+
+        lower = QWidget(right)
+        lv = QVBoxLayout(lower)
+        lv.setContentsMargins(0, 0, 0, 0)
+        lv.setSpacing(4)
+        self.outcome_label = QLabel(lower)
+        self.outcome_label.setObjectName("summaryLabel")
+        self.outcome_label.setTextFormat(Qt.TextFormat.RichText)
+        self.outcome_label.setWordWrap(True)
+        self.outcome_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        lv.addWidget(self.outcome_label)
+        self.causes = FindingsView(lower)
+        self.causes.set_placeholder("When a run ends, why it ended appears here.")
+        lv.addWidget(self.causes, 1)
+        self.log_toggle = QToolButton(lower)
+        self.log_toggle.setText("▸ Worker output")
+        self.log_toggle.setCheckable(True)
+        self.log_toggle.setAutoRaise(True)
+        self.log_toggle.setToolTip("What the worker printed: TensorFlow's log, tracebacks")
+        lv.addWidget(self.log_toggle)
+        self.log_view = QPlainTextEdit(lower)
+        self.log_view.setObjectName("logView")
+        self.log_view.setReadOnly(True)
+        self.log_view.setMaximumBlockCount(LOG_LINES_KEPT)
+        self.log_view.setLineWrapMode(QPlainTextEdit.LineWrapMode.NoWrap)
+        self.log_view.hide()
+        lv.addWidget(self.log_view, 1)
+        right.addWidget(lower)
+        right.setStretchFactor(0, 3)
+        right.setStretchFactor(1, 2)
+        body.addWidget(right, 1)
+        root.addLayout(body, 1)
+
+    def _build_form(self) -> QWidget:
+        scroll = QScrollArea(self)
+        scroll.setWidgetResizable(True)
+        scroll.setFrameShape(QFrame.Shape.NoFrame)
+        scroll.setFixedWidth(330)
+        scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        box = QWidget(scroll)
+        col = QVBoxLayout(box)
+        col.setContentsMargins(0, 0, 6, 0)
+
+        work = QGroupBox("Workload", box)
+        f = QFormLayout(work)
+        self.preset = QComboBox(work)
+        for name, text in PRESETS.items():
+            self.preset.addItem(name, name)
+            self.preset.setItemData(self.preset.count() - 1, text, Qt.ItemDataRole.ToolTipRole)
+        self.batch = self._spin(work, 1, 1 << 20, 32, "examples per step")
+        self.steps = self._spin(work, 1, 1_000_000, 50, "steps per epoch")
+        self.epochs = self._spin(work, 1, 10_000, 1, "epochs")
+        self.data = QComboBox(work)
+        for name, text in DATA_MODES.items():
+            self.data.addItem({"array": "in-RAM array", "stream": "tf.data stream"}[name], name)
+            self.data.setItemData(self.data.count() - 1, text, Qt.ItemDataRole.ToolTipRole)
+        self.device = QComboBox(work)
+        self.device.addItem("GPU", "gpu")
+        self.device.addItem("CPU only", "cpu")
+        f.addRow("Preset", self.preset)
+        f.addRow("Batch size", self.batch)
+        f.addRow("Steps", self.steps)
+        f.addRow("Epochs", self.epochs)
+        f.addRow("Data", self.data)
+        f.addRow("Device", self.device)
+        col.addWidget(work)
+
+        knobs = QGroupBox("Knobs", box)
+        k = QFormLayout(knobs)
+        self.memory_growth = QCheckBox("Memory growth", knobs)
+        self.memory_growth.setToolTip("Allocate GPU memory as needed instead of all at start")
+        self.gpu_limit = self._spin(knobs, 0, 1 << 22, 0, "0 = no limit")
+        self.gpu_limit.setSuffix(" MB")
+        self.gpu_limit.setSpecialValueText("no limit")
+        self.gpu_limit.setToolTip("Cap TensorFlow's GPU pool: would this fit on a smaller card?")
+        self.allocator = QComboBox(knobs)
+        self.allocator.addItem("BFC (default)", "default")
+        self.allocator.addItem("cuda_malloc_async", "cuda_malloc_async")
+        self.mixed = QCheckBox("Mixed precision (float16)", knobs)
+        self.xla = QCheckBox("XLA (jit_compile)", knobs)
+        self.eager = QCheckBox("Run eagerly", knobs)
+        self.accum = self._spin(knobs, 1, 1024, 1, "gradient accumulation steps")
+        k.addRow(self.memory_growth)
+        k.addRow("GPU memory limit", self.gpu_limit)
+        k.addRow("Allocator", self.allocator)
+        k.addRow(self.mixed)
+        k.addRow(self.xla)
+        k.addRow(self.eager)
+        k.addRow("Grad. accumulation", self.accum)
+        col.addWidget(knobs)
+
+        safety = QGroupBox("Safety and search", box)
+        s = QFormLayout(safety)
+        self.ram_cap = self._spin(safety, 0, 1 << 22, 0, "0 = no cap")
+        self.ram_cap.setSuffix(" MiB")
+        self.ram_cap.setSpecialValueText("no cap")
+        self.ram_cap.setToolTip(
+            "Cap the worker's RAM (a memory cgroup where possible): would it die on a smaller "
+            "machine? The desktop is protected either way: tfdoctor stops a run before RAM "
+            "runs out."
+        )
+        self.find_max = QCheckBox("Find the largest batch size", safety)
+        self.max_batch = self._spin(safety, 1, 1 << 20, 8192, "largest batch to try")
+        s.addRow("Worker RAM cap", self.ram_cap)
+        s.addRow(self.find_max)
+        s.addRow("Search up to", self.max_batch)
+        col.addWidget(safety)
+
+        buttons = QHBoxLayout()
+        self.start_button = QPushButton("Start", box)
+        self.start_button.setObjectName("runButton")
+        self.stop_button = QPushButton("Stop", box)
+        buttons.addWidget(self.start_button)
+        buttons.addWidget(self.stop_button)
+        col.addLayout(buttons)
+        self.error_label = QLabel(box)
+        self.error_label.setObjectName("errorMessage")
+        self.error_label.setWordWrap(True)
+        self.error_label.hide()
+        col.addWidget(self.error_label)
+        col.addStretch(1)
+        scroll.setWidget(box)
+        return scroll
+
+    @staticmethod
+    def _spin(parent: QWidget, lo: int, hi: int, value: int, tip: str) -> QSpinBox:
+        w = QSpinBox(parent)
+        w.setRange(lo, hi)
+        w.setValue(value)
+        w.setToolTip(tip)
+        w.setGroupSeparatorShown(True)
+        return w
+
+    def _connect(self) -> None:
+        self.start_button.clicked.connect(self.start)
+        self.stop_button.clicked.connect(self.stop)
+        self.open_trace_button.clicked.connect(self._on_open_trace_clicked)
+        self.demo_button.clicked.connect(self.show_demo)
+        self.log_toggle.toggled.connect(self._on_log_toggled)
+        self.find_max.toggled.connect(self.max_batch.setEnabled)
+        self.max_batch.setEnabled(False)
+        b = self.bridge
+        b.sig_event.connect(self._on_bridge_event)
+        b.sig_output.connect(self._on_bridge_output)
+        b.sig_telemetry.connect(self.plot.consume)
+        b.sig_finished.connect(self._on_bridge_finished)
+        b.sig_failed.connect(self._on_bridge_failed)
+
+    # ------------------------------------------------------------------ public API
+    @property
+    def running(self) -> bool:
+        return self.bridge.running
+
+    def config(self) -> BenchConfig:
+        """The form as a config (raises ConfigError on a bad combination)."""
+        return BenchConfig(
+            preset=str(self.preset.currentData()),
+            batch_size=self.batch.value(),
+            steps=self.steps.value(),
+            epochs=self.epochs.value(),
+            data=str(self.data.currentData()),
+            device=str(self.device.currentData()),
+            memory_growth=self.memory_growth.isChecked(),
+            memory_limit_mb=self.gpu_limit.value() or None,
+            allocator=str(self.allocator.currentData()),
+            mixed_precision=self.mixed.isChecked(),
+            jit_compile=self.xla.isChecked(),
+            run_eagerly=self.eager.isChecked(),
+            grad_accum=self.accum.value(),
+        ).validate()
+
+    def set_config(self, config: BenchConfig) -> None:
+        self.preset.setCurrentIndex(max(0, self.preset.findData(config.preset)))
+        self.batch.setValue(config.batch_size)
+        self.steps.setValue(config.steps)
+        self.epochs.setValue(config.epochs)
+        self.data.setCurrentIndex(max(0, self.data.findData(config.data)))
+        self.device.setCurrentIndex(max(0, self.device.findData(config.device)))
+        self.memory_growth.setChecked(config.memory_growth)
+        self.gpu_limit.setValue(config.memory_limit_mb or 0)
+        self.allocator.setCurrentIndex(max(0, self.allocator.findData(config.allocator)))
+        self.mixed.setChecked(config.mixed_precision)
+        self.xla.setChecked(config.jit_compile)
+        self.eager.setChecked(config.run_eagerly)
+        self.accum.setValue(config.grad_accum)
+
+    def start(self, config: BenchConfig | None = None) -> bool:
+        """Start a run (the form's config unless one is given); False when it cannot."""
+        if self.running:
+            return False
+        self.error_label.hide()
+        target = self.target_provider()
+        if target is None:
+            self._error("Pick a Python on the Environment checks page first.")
+            return False
+        try:
+            cfg = config.validate() if isinstance(config, BenchConfig) else self.config()
+            search = (
+                SearchOptions(None, self.max_batch.value()).validate(cfg)
+                if self.find_max.isChecked()
+                else None
+            )
+        except ConfigError as exc:
+            self._error(str(exc))
+            return False
+        options = dataclasses.replace(self.base_options, memory_cap_mb=self.ram_cap.value() or None)
+        self.refresh_target()
+        self.plot.clear()
+        self.log_view.clear()
+        self.causes.clear()
+        self.causes.set_placeholder("When the run ends, why it ended appears here.")
+        self.outcome_label.setText("")
+        self.last_result = None
+        self._total_steps = cfg.steps * cfg.epochs
+        self.progress.show()
+        self.progress.setRange(0, 0)
+        self.progress.setFormat("")
+        self._phase, self._step = PHASE_WORDS["start"], ""
+        self._elapsed.start()
+        self._clock.start()
+        self._update_phase_label()
+        self.bridge.start(target, cfg, options, search)
+        self._set_running(True)
+        self._status(f"Running {cfg.describe()} in {target.label}…")
+        return True
+
+    def stop(self) -> None:
+        if self.running:
+            self.bridge.cancel()
+            self.stop_button.setEnabled(False)
+            self._phase = "Stopping"
+            self._update_phase_label()
+
+    def refresh_target(self) -> None:
+        t = self.target_provider()
+        self.target_label.setText(
+            f"Python: <b>{t.label}</b> — {t.python}" if t else "Python: none selected"
+        )
+
+    def replay_trace(self, path: str | Path) -> bool:
+        """Show a recorded trace in the plot (at once); False with a message when unreadable."""
+        if self.running:
+            return False
+        timeline = telemetry.Timeline()
+        try:
+            header = telemetry.replay(path, timeline)
+        except (telemetry.TraceError, OSError) as exc:
+            self._error(f"Cannot open the trace: {getattr(exc, 'strerror', None) or exc}")
+            return False
+        self.plot.clear()
+        self.progress.hide()
+        self._phase, self._step = "", ""
+        self._update_phase_label(with_time=False)
+        self.plot.consume([item for _, item in timeline.since(0)])
+        self.plot.redraw()
+        note = header.get("note") or ""
+        self.outcome_label.setText(
+            f"<b>Trace</b> {Path(path).name}" + (f" — {note}" if note else "")
+        )
+        self.causes.clear()
+        self.causes.set_placeholder("A trace holds telemetry only; run a benchmark for causes.")
+        self._status(f"Showing trace {path}")
+        return True
+
+    def show_demo(self) -> None:
+        self.replay_trace(DEMO_TRACE)
+
+    def shutdown(self) -> None:
+        """Stop a run when the window closes (the worker and its children are killed)."""
+        if self.running:
+            self.bridge.cancel()
+
+    # ------------------------------------------------------------------ slots
+    def _on_bridge_event(self, kind: str, data: Any) -> None:
+        if kind == "phase":
+            self._phase = PHASE_WORDS.get(str(data), str(data))
+            if data == "first_step" and self._total_steps:
+                self.progress.setRange(0, self._total_steps)
+                self.progress.setValue(0)
+                self.progress.setFormat("step %v of %m")
+            self._update_phase_label()
+        elif kind == "step" and isinstance(data, dict):
+            step = int(data.get("step") or 0)
+            if self.progress.maximum() > 0:
+                self.progress.setValue(min(step, self.progress.maximum()))
+        elif kind == "status":
+            self._status(str(data))
+        elif kind == "search_probe" and isinstance(data, dict):
+            self._step = f" — batch size {data.get('batch_size')} (probe {data.get('index')})"
+            self._update_phase_label()
+        elif kind == "oom" and isinstance(data, dict):
+            self._status("TensorFlow ran out of memory (ResourceExhaustedError)")
+
+    def _on_bridge_output(self, lines: list[str]) -> None:
+        self.log_view.appendPlainText("\n".join(lines))
+
+    def _on_bridge_finished(self, result: BenchResult) -> None:
+        self.last_result = result
+        self._clock.stop()
+        self._set_running(False)
+        o = result.outcome
+        colour = "#2e7d32" if o.status == "completed" else "#c62828"
+        what = STATUSES.get(o.status, o.status)
+        m = result.metrics
+        bits = [
+            f"<b style='color:{colour}'>{o.status}</b> after {o.duration_s:.1f} s: "
+            f"{o.detail.rstrip('.')}."
+        ]
+        if result.recommendation and result.recommendation.get("largest_clean_batch"):
+            r = result.recommendation
+            bits.append(
+                f"Largest clean batch <b>{r['largest_clean_batch']}</b>, recommended "
+                f"<b>{r['recommended_batch']}</b> ({len(result.probes)} probes)."
+            )
+        elif m.get("steady_steps_per_s"):
+            peak = ", ".join(
+                f"{d} {format_bytes(v)}" for d, v in (m.get("tf_peak_bytes") or {}).items()
+            )
+            bits.append(
+                f"{m['steady_steps_per_s']:.1f} steps/s; TF peak {peak or '?'}; worker RSS "
+                f"peak {format_bytes(m.get('rss_peak_bytes') or 0)}."
+            )
+        self.outcome_label.setText(" ".join(bits))
+        self.outcome_label.setToolTip(what)
+        self.causes.clear()
+        found = causes_as_findings(result)
+        for f in found:
+            self.causes.add_finding(f)
+        if not found:
+            self.causes.set_placeholder(
+                "Nothing to explain: the run completed."
+                if o.status == "completed"
+                else "No known failure pattern in the worker's output; see the output below."
+            )
+        tail = []
+        if o.exception and o.exception.get("traceback"):
+            tail += ["", "--- the exception ---", str(o.exception["traceback"]).rstrip()]
+        if o.fault_stack:
+            tail += ["", "--- faulthandler: the Python stacks when it died ---", o.fault_stack]
+        if o.oom_kill is not None and o.oom_kill.kernel_line:
+            tail += ["", "--- kernel log ---", o.oom_kill.kernel_line]
+        if tail:
+            self.log_view.appendPlainText("\n".join(tail))
+        self.log_view.horizontalScrollBar().setValue(0)
+        self.progress.setRange(0, 1)
+        self.progress.setValue(1)
+        self.progress.setFormat(o.status)
+        self._phase, self._step = "Finished", ""
+        self._update_phase_label(with_time=False)
+        self._status(f"Benchmark {o.status}: {o.detail}")
+        if o.status != "completed" and not self.log_toggle.isChecked():
+            self.log_toggle.setChecked(True)
+
+    def _on_bridge_failed(self, message: str) -> None:
+        self._clock.stop()
+        self._set_running(False)
+        self.progress.setRange(0, 1)
+        self.progress.setValue(0)
+        self._phase, self._step = "Could not start", ""
+        self._update_phase_label(with_time=False)
+        self._error(message)
+
+    def _on_open_trace_clicked(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(
+            self, "Open a telemetry trace", "", "tfdoctor traces (*.trace *.jsonl);;All files (*)"
+        )
+        if path:
+            self.replay_trace(path)
+
+    def _on_log_toggled(self, on: bool) -> None:
+        self.log_view.setVisible(on)
+        self.log_toggle.setText(("▾" if on else "▸") + " Worker output")
+
+    # ------------------------------------------------------------------ helpers
+    def _set_running(self, running: bool) -> None:
+        self.start_button.setEnabled(not running)
+        self.stop_button.setEnabled(running)
+        self.open_trace_button.setEnabled(not running)
+        self.demo_button.setEnabled(not running and DEMO_TRACE.is_file())
+
+    def _update_phase_label(self, with_time: bool = True) -> None:
+        secs = self._elapsed.elapsed() // 1000 if with_time and self._elapsed.isValid() else None
+        clock = f" ({secs} s)" if secs is not None and self.running else ""
+        self.phase_label.setText(f"{self._phase}{self._step}{clock}")
+
+    def _error(self, message: str) -> None:
+        self.error_label.setText(message)
+        self.error_label.show()
+        self._status(message)
+
+    def _status(self, text: str) -> None:
+        self.sig_status_changed.emit(text)

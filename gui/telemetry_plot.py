@@ -1,0 +1,285 @@
+"""The live memory plot: VRAM, TF in use and peak, worker RSS, system RAM and swap on one time
+axis, limits as horizontal lines, markers (phases, OOM, crash) as labelled vertical lines, and
+a small step-time plot below sharing the time axis.
+
+Fed with telemetry items (`core.telemetry.Timeline.since`): `consume()` appends to growing
+numpy columns; a QTimer redraws dirty curves at most FRAME_MS apart with `setData` (curves are
+created once; peak downsampling and clip-to-view keep an hour at 10 Hz cheap).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import Qt, QTimer
+from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
+
+log = logging.getLogger(__name__)
+
+FRAME_MS = 100
+GIB = float(1 << 30)
+MIB = float(1 << 20)
+
+# series id -> (legend name, colour, dashed)
+STYLES: dict[str, tuple[str, str, bool]] = {
+    "ram_used": ("System RAM used", "#1f77b4", False),
+    "swap_used": ("Swap used", "#7f7f7f", False),
+    "rss": ("Worker RSS", "#ff7f0e", False),
+    "tf_current": ("TF in use", "#9467bd", False),
+    "tf_peak": ("TF peak", "#9467bd", True),
+}
+GPU_COLOURS = ("#2ca02c", "#17becf", "#bcbd22", "#d62728")
+MARKER_COLOURS = {
+    "phase": "#8c8c8c",
+    "oom": "#d62728",
+    "crash": "#d62728",
+    "guard": "#e377c2",
+    "fix": "#2ca02c",
+    "stall": "#ff7f0e",
+    "xid": "#d62728",
+    "note": "#8c8c8c",
+}
+
+
+def format_bytes(value: float) -> str:
+    """Axis and label text: "512 MiB", "1.5 GiB"."""
+    if abs(value) >= GIB:
+        return f"{value / GIB:.1f} GiB"
+    if abs(value) >= MIB or value == 0:
+        return f"{value / MIB:.0f} MiB"
+    return f"{value / 1024:.0f} KiB"
+
+
+class ByteAxis(pg.AxisItem):
+    """A y axis whose ticks read as MiB/GiB while the data stay in bytes."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.enableAutoSIPrefix(False)
+
+    def tickStrings(self, values: list[float], scale: float, spacing: float) -> list[str]:
+        return [format_bytes(v) for v in values]
+
+    def tickSpacing(self, minVal: float, maxVal: float, size: float) -> list[tuple[float, float]]:
+        """Ticks on round binary sizes (256 MiB, 1 GiB, 2 GiB ...)."""
+        span = max(maxVal - minVal, 1.0)
+        want = span / max(size / 60.0, 2.0)
+        steps = [MIB * k for k in (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)]
+        steps += [GIB * k for k in (1, 2, 4, 8, 16, 32, 64, 128)]
+        major = next((s for s in steps if s >= want), steps[-1])
+        return [(major, 0.0)]
+
+
+class _Column:
+    """A growing (x, y) pair of float64 arrays, amortised O(1) append."""
+
+    def __init__(self) -> None:
+        self.x = np.empty(1024)
+        self.y = np.empty(1024)
+        self.n = 0
+
+    def append(self, x: float, y: float) -> None:
+        if self.n == len(self.x):
+            self.x = np.resize(self.x, 2 * self.n)
+            self.y = np.resize(self.y, 2 * self.n)
+        self.x[self.n] = x
+        self.y[self.n] = y
+        self.n += 1
+
+
+class TelemetryPlot(QWidget):
+    """Memory over time (top) and step time (bottom)."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("telemetryPlot")
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.setSpacing(2)
+        self.memory = pg.PlotWidget(self, axisItems={"left": ByteAxis(orientation="left")})
+        self.memory.setObjectName("memoryPlot")
+        self.memory.setBackground("w")
+        self.memory.showGrid(x=True, y=True, alpha=0.25)
+        self.memory.setLabel("bottom", "time", units="s")
+        self.memory.setLabel("left", "memory")
+        self.memory.getPlotItem().setMouseEnabled(x=True, y=False)
+        self.legend = self.memory.addLegend(offset=(10, 10), labelTextSize="8pt")
+        self.steps = pg.PlotWidget(self)
+        self.steps.setObjectName("stepPlot")
+        self.steps.setBackground("w")
+        self.steps.showGrid(x=True, y=True, alpha=0.25)
+        self.steps.setLabel("left", "step", units="s")
+        self.steps.setXLink(self.memory)
+        self.steps.setMaximumHeight(130)
+        self.speed_label = QLabel(self)
+        self.speed_label.setObjectName("speedLabel")
+        self.empty_label = QLabel(
+            "Memory over time appears here when a run starts (or open a recorded trace).", self
+        )
+        self.empty_label.setObjectName("plotPlaceholder")
+        self.empty_label.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        layout.addWidget(self.empty_label)
+        layout.addWidget(self.memory, 3)
+        layout.addWidget(self.speed_label)
+        layout.addWidget(self.steps, 1)
+        self._timer = QTimer(self)
+        self._timer.setInterval(FRAME_MS)
+        self._timer.timeout.connect(self.redraw)
+        self.clear()
+
+    # -- data
+    def clear(self) -> None:
+        self._timer.stop()
+        self.memory.clear()
+        self.steps.clear()
+        if self.legend is not None:
+            self.legend.clear()
+        self.columns: dict[str, _Column] = {}
+        self.curves: dict[str, pg.PlotDataItem] = {}
+        self.limits: dict[str, pg.InfiniteLine] = {}
+        self.markers: list[pg.InfiniteLine] = []
+        self._dirty: set[str] = set()
+        self.step_column = _Column()
+        self.step_curve = self.steps.plot(pen=pg.mkPen("#444444", width=1))
+        self._configure(self.step_curve)
+        self.speed_label.setText("")
+        self.empty_label.show()
+
+    def series_lengths(self) -> dict[str, int]:
+        out = {name: col.n for name, col in self.columns.items()}
+        out["step_s"] = self.step_column.n
+        return out
+
+    def consume(self, items: list[tuple[str, dict[str, Any]]]) -> None:
+        """Take timeline items (kind, item) in time order."""
+        for kind, item in items:
+            t = item.get("t")
+            if not isinstance(t, (int, float)):
+                continue
+            if kind == "sample":
+                self._sample(float(t), item)
+            elif kind == "tf":
+                self._tf(float(t), item)
+            elif kind == "step":
+                step_s = item.get("step_s")
+                if isinstance(step_s, (int, float)):
+                    self.step_column.append(float(t), float(step_s))
+                    self._dirty.add("__steps")
+                eps = item.get("examples_per_s")
+                if isinstance(eps, (int, float)):
+                    self.speed_label.setText(
+                        f"step {item.get('step')}: {eps:,.0f} examples/s, "
+                        f"{float(step_s or 0) * 1000:.1f} ms/step"
+                    )
+            elif kind == "marker":
+                self._marker(float(t), str(item.get("label", "")), str(item.get("category")))
+            elif kind == "limit":
+                key = str(item.get("key", "limit"))
+                self._limit(key, item.get("value"), str(item.get("label", key)), "#e377c2")
+        if self._dirty and not self._timer.isActive():
+            self._timer.start()
+
+    def _put(self, name: str, t: float, value: Any) -> None:
+        if not isinstance(value, (int, float)):
+            return
+        col = self.columns.get(name)
+        if col is None:
+            col = self.columns[name] = _Column()
+            self._curve(name)
+        col.append(t, float(value))
+        self._dirty.add(name)
+
+    def _sample(self, t: float, s: dict[str, Any]) -> None:
+        self._put("ram_used", t, s.get("ram_used"))
+        self._limit("ram_total", s.get("ram_total"), "RAM total", "#1f77b4")
+        if s.get("swap_total"):
+            self._put("swap_used", t, s.get("swap_used"))
+        rss = s.get("rss")
+        if isinstance(rss, dict) and rss:
+            self._put("rss", t, sum(v for v in rss.values() if isinstance(v, (int, float))))
+        for g in s.get("gpus") or []:
+            i = g.get("index", 0)
+            self._put(f"gpu{i}_used", t, g.get("used"))
+            colour = GPU_COLOURS[i % len(GPU_COLOURS)]
+            self._limit(f"gpu{i}_total", g.get("total"), f"GPU {i} total", colour)
+
+    def _tf(self, t: float, item: dict[str, Any]) -> None:
+        mems = [v for k, v in item.items() if k != "t" and isinstance(v, dict)]
+        if not mems:
+            return
+        self._put("tf_current", t, sum(int(m.get("current") or 0) for m in mems))
+        self._put("tf_peak", t, sum(int(m.get("peak") or 0) for m in mems))
+
+    # -- drawing
+    @staticmethod
+    def _configure(curve: pg.PlotDataItem) -> None:
+        curve.setDownsampling(auto=True, method="peak")
+        curve.setClipToView(True)
+
+    def _curve(self, name: str) -> None:
+        if name.startswith("gpu"):
+            i = int(name[3:].split("_")[0])
+            label, colour, dashed = f"GPU {i} used", GPU_COLOURS[i % len(GPU_COLOURS)], False
+        else:
+            label, colour, dashed = STYLES.get(name, (name, "#000000", False))
+        pen = pg.mkPen(
+            colour, width=2, style=Qt.PenStyle.DashLine if dashed else Qt.PenStyle.SolidLine
+        )
+        curve = self.memory.plot(pen=pen, name=label)
+        self._configure(curve)
+        self.curves[name] = curve
+        self.empty_label.hide()
+
+    def _limit(self, key: str, value: Any, label: str, colour: str) -> None:
+        if not isinstance(value, (int, float)) or value <= 0:
+            return
+        line = self.limits.get(key)
+        if line is None:
+            line = pg.InfiniteLine(
+                pos=float(value),
+                angle=0,
+                pen=pg.mkPen(colour, width=1, style=Qt.PenStyle.DotLine),
+                label=f"{label}: {format_bytes(float(value))}",
+                labelOpts={"position": 0.97, "color": colour, "anchors": [(1, 1), (1, 1)]},
+            )
+            self.memory.addItem(line, ignoreBounds=True)  # the y range follows the data
+            self.limits[key] = line
+        elif line.value() != value:
+            line.setValue(float(value))
+
+    def _marker(self, t: float, label: str, category: str) -> None:
+        colour = MARKER_COLOURS.get(category, "#8c8c8c")
+        solid = category in ("oom", "crash", "guard")
+        style = Qt.PenStyle.SolidLine if solid else Qt.PenStyle.DashLine
+        opts = {
+            "position": 0.92 - 0.1 * (len(self.markers) % 4),
+            "color": colour,
+            "rotateAxis": (1, 0),
+            "anchors": [(0, 0), (0, 0)],
+        }
+        line = pg.InfiniteLine(
+            pos=t, angle=90, pen=pg.mkPen(colour, width=1, style=style), label=label, labelOpts=opts
+        )
+        line.category = category  # type: ignore[attr-defined]
+        line.text = label  # type: ignore[attr-defined]
+        self.memory.addItem(line, ignoreBounds=True)
+        self.markers.append(line)
+
+    def redraw(self) -> None:
+        """Push new points to the curves that changed (the frame timer calls this)."""
+        dirty, self._dirty = self._dirty, set()
+        for name in dirty:
+            if name == "__steps":
+                c = self.step_column
+                self.step_curve.setData(c.x[: c.n], c.y[: c.n])
+                continue
+            col = self.columns[name]
+            self.curves[name].setData(col.x[: col.n], col.y[: col.n])
+        if not self._dirty:
+            self._timer.stop()
+
+    def marker_labels(self) -> list[str]:
+        return [str(getattr(m, "text", "")) for m in self.markers]

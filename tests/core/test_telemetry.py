@@ -1,0 +1,194 @@
+"""Telemetry: the sampler against real processes and psutil, NVML through recorded snapshots,
+traces recorded, torn by a crash, and replayed."""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import SNAPSHOTS
+from tfdoctor.core import telemetry as T
+from tfdoctor.core.probes import nvml
+
+FORGOTTEN = SNAPSHOTS / "rtx3090_forgotten_jupyter_kernel.json"
+GROWER = """
+import sys, time
+blocks = []
+for i in range(6):
+    blocks.append(bytearray(40 << 20))  # touched: really resident
+    print(i, flush=True)
+    time.sleep(0.25)
+time.sleep(30)
+"""
+
+
+def samples(tl: T.Timeline) -> list[dict[str, Any]]:
+    return [item for _, (kind, item) in tl.since(0) if kind == "sample"]
+
+
+def wait_for(cond: Any, timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, "condition not met in time"
+        time.sleep(0.05)
+
+
+def test_host_series_follow_a_real_process_and_its_children() -> None:
+    # the watched process is a shell whose child does the allocating: RSS includes children
+    proc = subprocess.Popen(
+        ["/bin/sh", "-c", '"$0" -c "$1"; true', sys.executable, GROWER],
+        stdout=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    tl = T.Timeline()
+    sampler = T.Sampler(tl, interval_s=0.05, pids=[proc.pid]).start()
+    try:
+        assert proc.stdout is not None
+        for _ in range(6):
+            proc.stdout.readline()
+        time.sleep(1.2)  # the children list refreshes once a second
+        wait_for(lambda: samples(tl) and (samples(tl)[-1].get("rss") or {}))
+        last = samples(tl)[-1]
+        assert last["rss"][str(proc.pid)] >= 240 << 20
+        assert 0 < last["ram_used"] <= last["ram_total"]
+        assert "gpus" not in last  # no NVML given: GPU series absent, not zero
+        first_rss = next(s["rss"][str(proc.pid)] for s in samples(tl) if s.get("rss"))
+        assert first_rss < last["rss"][str(proc.pid)]  # it climbed while we watched
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)  # the shell and the python it started
+        proc.wait()
+    n = len(samples(tl))
+    wait_for(lambda: len(samples(tl)) > n + 3)
+    assert "rss" not in samples(tl)[-1]  # an exited process leaves the series
+    sampler.stop()
+    ts = [s["t"] for s in samples(tl)]
+    assert ts == sorted(ts)
+
+
+def test_missing_nvml_on_this_machine_is_normal() -> None:
+    tl = T.Timeline()
+    sampler = T.Sampler(tl, interval_s=0.05, gpu_api=nvml.live_api()).start()
+    wait_for(lambda: len(samples(tl)) >= 3)
+    sampler.stop()
+    if sampler.gpu_problem is None:
+        pytest.skip("this machine has a working NVML")
+    assert sampler.gpu_problem
+    assert all("gpus" not in s for s in samples(tl))
+
+
+def test_gpu_series_from_a_recorded_machine() -> None:
+    api = nvml.ReplayNvml(nvml.load_snapshot(FORGOTTEN))
+    tl = T.Timeline()
+    sampler = T.Sampler(tl, interval_s=0.05, gpu_api=api).start()
+    wait_for(lambda: any("gpus" in s for s in samples(tl)))
+    sampler.stop()
+    gpu = next(s["gpus"] for s in samples(tl) if "gpus" in s)[0]
+    assert gpu["total"] == 25769803776 and gpu["used"] > 0.9 * gpu["total"]
+    assert {p["pid"] for p in gpu["procs"]} >= {48213}  # the forgotten notebook kernel
+    assert max(p["used"] for p in gpu["procs"]) == 23622320128
+    assert gpu["temp_c"] == 46 and gpu["power_w"] == 36.2
+
+
+def test_a_hung_nvml_call_marks_the_sampler_stalled_and_host_series_go_on(
+    tmp_path: Path,
+) -> None:
+    data = json.loads(FORGOTTEN.read_text())
+    calls = data["nvml_calls"]
+    mem = next(c for c in calls if c["fn"] == "nvmlDeviceGetMemoryInfo")
+    hung = copy.deepcopy(mem)
+    hung.pop("result", None)
+    hung["hung"] = True
+    calls.insert(calls.index(mem) + 1, hung)  # 1st call (open) answers, the next one hangs
+    path = tmp_path / "hung.json"
+    path.write_text(json.dumps(data))
+    api = nvml.ReplayNvml(nvml.load_snapshot(path))
+    tl = T.Timeline()
+    sampler = T.Sampler(tl, interval_s=0.05, gpu_api=api).start()
+    try:
+        wait_for(lambda: sampler.stalled)
+        n = len(samples(tl))
+        wait_for(lambda: len(samples(tl)) > n + 5)  # host sampling never stopped
+        markers = [i["label"] for _, (k, i) in tl.since(0) if k == "marker"]
+        assert any("NVML stalled" in m for m in markers)
+        assert samples(tl)[-1]["nvml"] == "stalled"
+    finally:
+        api.release()
+        sampler.stop()
+
+
+def test_trace_round_trip_and_a_trace_torn_by_a_crash(tmp_path: Path) -> None:
+    path = tmp_path / "run.trace"
+    tl = T.Timeline(writer=T.TraceWriter(path, {"note": "test"}))
+    sampler = T.Sampler(tl, interval_s=0.02).start()
+    tl.mark("phase: import", "phase")
+    tl.add_tf({"CPU:0": {"current": 5 << 20, "peak": 9 << 20}})
+    wait_for(lambda: len(samples(tl)) >= 10)
+    tl.mark("crash: SIGSEGV", "crash")
+    sampler.stop()
+    tl.close()
+    header, items = T.read_trace(path)
+    assert header["format"] == T.TRACE_FORMAT and header["note"] == "test"
+    assert items == [item for _, item in tl.since(0)]
+    # a crash mid-write: the file ends inside a line
+    raw = path.read_bytes()
+    torn = tmp_path / "torn.trace"
+    torn.write_bytes(raw[: len(raw) - 7])
+    _, torn_items = T.read_trace(torn)
+    assert torn_items == items[:-1]
+    replayed = T.Timeline()
+    T.replay(torn, replayed)
+    assert [i for _, i in replayed.since(0)] == items[:-1]
+
+
+def test_a_trace_is_readable_while_it_is_written(tmp_path: Path) -> None:
+    path = tmp_path / "live.trace"
+    tl = T.Timeline(writer=T.TraceWriter(path, {}))
+    sampler = T.Sampler(tl, interval_s=0.05).start()
+    try:
+        time.sleep(1.5)  # at least one sync (every second)
+        _, items = T.read_trace(path)
+        assert len([1 for k, _ in items if k == "sample"]) >= 5
+    finally:
+        sampler.stop()
+        tl.close()
+
+
+def test_paced_replay_keeps_order_and_can_stop(tmp_path: Path) -> None:
+    path = tmp_path / "r.trace"
+    w = T.TraceWriter(path, {})
+    for i in range(50):
+        w.write({"k": "sample", "t": i * 0.1, "ram_used": i, "ram_total": 100})
+    w.close()
+    tl = T.Timeline()
+    T.replay(path, tl, speed=50.0)
+    assert [i["ram_used"] for _, (_, i) in tl.since(0)] == list(range(50))
+    stop = threading.Event()
+    stop.set()
+    tl2 = T.Timeline()
+    T.replay(path, tl2, speed=1.0, stop=stop)
+    assert tl2.since(0) == []
+
+
+@pytest.mark.parametrize("content", [b"", b"not json\n", b'{"format": "other"}\n'])
+def test_not_a_trace_is_a_one_line_error(tmp_path: Path, content: bytes) -> None:
+    path = tmp_path / "x.trace"
+    path.write_bytes(content)
+    with pytest.raises(T.TraceError) as exc:
+        T.read_trace(path)
+    assert "\n" not in str(exc.value)
+
+
+def test_bad_interval_is_refused() -> None:
+    with pytest.raises(ValueError):
+        T.Sampler(T.Timeline(), interval_s=0)

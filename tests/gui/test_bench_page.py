@@ -1,0 +1,111 @@
+"""The Reproduce page, offscreen, driving real CPU TensorFlow workers: to completion, to a real
+crash, cancelled; plus the bundled real trace and a broken one."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from PySide6.QtCore import QCoreApplication, QEvent
+
+from tests.gui.conftest import SCREENSHOT_DIR, child_processes
+from tfdoctor.core.bench.config import BenchConfig
+from tfdoctor.core.bench.supervisor import SupervisorOptions
+from tfdoctor.gui.pages.bench_page import DEMO_TRACE, BenchPage
+
+pytestmark = pytest.mark.slow
+RUN_TIMEOUT_MS = 180_000
+OPTIONS = SupervisorOptions(sample_every_s=0.1, guard_mb=0, stall_s=15)
+
+
+@pytest.fixture
+def bench(qtbot, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
+    monkeypatch.setenv("TFDOCTOR_STATE_DIR", str(tmp_path))
+    w = BenchPage(options=OPTIONS)
+    w.resize(1150, 800)
+    w.show()
+    yield w
+    if w.running:
+        w.stop()
+        qtbot.waitUntil(lambda: not w.running, timeout=RUN_TIMEOUT_MS)
+    w.close()
+    w.deleteLater()
+    QCoreApplication.sendPostedEvents(None, QEvent.Type.DeferredDelete)
+
+
+def run(qtbot, page: BenchPage, config: BenchConfig | None = None):  # type: ignore[no-untyped-def]
+    with qtbot.waitSignal(page.bridge.sig_finished, timeout=RUN_TIMEOUT_MS) as blocker:
+        assert page.start(config)
+        assert not page.start_button.isEnabled() and page.stop_button.isEnabled()
+    qtbot.waitUntil(lambda: page.plot.series_lengths().get("ram_used", 0) > 0, timeout=5000)
+    page.plot.redraw()
+    return blocker.args[0]
+
+
+def test_a_real_run_plots_memory_live_and_shows_the_outcome(qtbot, bench) -> None:  # type: ignore[no-untyped-def]
+    bench.device.setCurrentIndex(bench.device.findData("cpu"))
+    bench.preset.setCurrentIndex(bench.preset.findData("cnn"))
+    bench.steps.setValue(30)
+    result = run(qtbot, bench)
+    assert result.outcome.status == "completed"
+    lengths = bench.plot.series_lengths()
+    assert lengths["ram_used"] > 10 and lengths["rss"] > 10  # sampled at 10 Hz all along
+    assert lengths["tf_current"] > 0 and lengths["step_s"] > 0  # the worker's own numbers
+    labels = bench.plot.marker_labels()
+    assert labels[:4] == ["import", "compile", "first step", "steady state"]
+    curve = bench.plot.curves["rss"]
+    xs, ys = curve.getData()
+    assert xs is not None and len(xs) > 10 and ys.max() > 200 << 20  # TensorFlow is in RSS
+    assert "completed" in bench.outcome_label.text()
+    assert bench.causes.findings() == []
+    assert bench.start_button.isEnabled() and not bench.stop_button.isEnabled()
+    assert "Epoch" in bench.log_view.toPlainText() or "step" in bench.log_view.toPlainText()
+    assert child_processes() == []
+    bench.grab().save(os.path.join(SCREENSHOT_DIR, "tfdoctor-bench-completed.png"))
+
+
+def test_a_real_crash_is_marked_and_its_stack_shown(qtbot, bench) -> None:  # type: ignore[no-untyped-def]
+    cfg = BenchConfig(preset="mlp", steps=60, device="cpu", fault="segfault", fault_at_step=20)
+    result = run(qtbot, bench, cfg)
+    assert (result.outcome.status, result.outcome.signal) == ("crashed", "SIGSEGV")
+    assert "crash (SIGSEGV)" in bench.plot.marker_labels()
+    assert "crashed" in bench.outcome_label.text()
+    assert bench.log_toggle.isChecked() and bench.log_view.isVisible()
+    assert "Segmentation fault" in bench.log_view.toPlainText()
+    assert child_processes() == []
+
+
+def test_stop_cancels_a_hung_run(qtbot, bench) -> None:  # type: ignore[no-untyped-def]
+    cfg = BenchConfig(preset="mlp", steps=100, device="cpu", fault="hang", fault_at_step=3)
+    with qtbot.waitSignal(bench.bridge.sig_finished, timeout=RUN_TIMEOUT_MS) as blocker:
+        assert bench.start(cfg)
+        qtbot.waitUntil(lambda: bench.plot.series_lengths()["step_s"] >= 3, timeout=120_000)
+        bench.stop_button.click()
+    assert blocker.args[0].outcome.status == "cancelled"
+    assert child_processes() == []
+
+
+def test_the_bundled_real_trace_replays(qtbot, bench) -> None:  # type: ignore[no-untyped-def]
+    assert DEMO_TRACE.is_file()
+    bench.demo_button.click()
+    lengths = bench.plot.series_lengths()
+    assert lengths["ram_used"] > 50 and lengths["rss"] > 50
+    assert any("killed" in m for m in bench.plot.marker_labels())
+    assert "ram_cap" in bench.plot.limits
+    assert "OOM" in bench.outcome_label.text()
+    bench.grab().save(os.path.join(SCREENSHOT_DIR, "tfdoctor-bench-demo.png"))
+
+
+def test_a_broken_trace_and_a_bad_config_are_one_line_messages(
+    qtbot, bench, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    junk = tmp_path / "junk.trace"
+    junk.write_text("not a trace\n")
+    assert not bench.replay_trace(junk)
+    assert bench.error_label.isVisible() and "not a tfdoctor trace" in bench.error_label.text()
+    bench.memory_growth.setChecked(True)
+    bench.gpu_limit.setValue(2048)
+    assert not bench.start()
+    assert "memory growth" in bench.error_label.text()
+    assert not bench.running
