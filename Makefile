@@ -30,6 +30,7 @@ perf: $(STAMP)
 	$(BIN)/python tests/perf/bench_check.py
 	$(BIN)/python tests/perf/bench_diagnose.py
 	$(BIN)/python tests/perf/bench_supervisor.py
+	$(BIN)/python tests/perf/bench_gui.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache

@@ -192,3 +192,44 @@ def test_not_a_trace_is_a_one_line_error(tmp_path: Path, content: bytes) -> None
 def test_bad_interval_is_refused() -> None:
     with pytest.raises(ValueError):
         T.Sampler(T.Timeline(), interval_s=0)
+
+
+TFDOCTOR = str(Path(sys.executable).with_name("tfdoctor"))
+
+
+def test_monitor_csv_and_record(tmp_path: Path) -> None:
+    child = subprocess.Popen([sys.executable, "-c", "x = bytearray(64 << 20); input()"],
+                             stdin=subprocess.PIPE)  # fmt: skip
+    trace = tmp_path / "m.trace"
+    try:
+        p = subprocess.run(
+            [TFDOCTOR, "monitor", "--csv", "--duration", "1.5", "--interval-ms", "100",
+             "--pid", str(child.pid), "--record", str(trace)],
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+    finally:
+        child.kill()
+        child.wait()
+    assert p.returncode == 0, p.stderr
+    rows = [r.split(",") for r in p.stdout.strip().splitlines()]
+    assert rows[0][:4] == ["t", "ram_used", "ram_total", "swap_used"]
+    assert rows[0][-1] == f"pid{child.pid}_rss"
+    assert len(rows) >= 8
+    assert all(int(r[-1]) >= 64 << 20 for r in rows[1:])  # the child's RSS, every sample
+    header, items = T.read_trace(trace)
+    assert header["pids"] == [child.pid]
+    assert len([1 for k, _ in items if k == "sample"]) == len(rows) - 1
+
+
+def test_monitor_lines_and_bad_arguments() -> None:
+    p = subprocess.run(
+        [TFDOCTOR, "monitor", "--duration", "1.2", "--interval-ms", "500"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert p.returncode == 0
+    assert "RAM" in p.stdout and "GiB" in p.stdout
+    for args in (["--pid", "999999999"], ["--interval-ms", "1"], ["--duration", "0"]):
+        bad = subprocess.run([TFDOCTOR, "monitor", *args], capture_output=True, text=True,
+                             timeout=60)  # fmt: skip
+        assert bad.returncode == 2, args
+        assert len(bad.stderr.strip().splitlines()) == 1 and "Traceback" not in bad.stderr
