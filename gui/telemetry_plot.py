@@ -28,6 +28,7 @@ STYLES: dict[str, tuple[str, str, bool]] = {
     "ram_used": ("System RAM used", "#1f77b4", False),
     "swap_used": ("Swap used", "#7f7f7f", False),
     "rss": ("Worker RSS", "#ff7f0e", False),
+    "worker_vram": ("Worker VRAM", "#ff7f0e", True),
     "tf_current": ("TF in use", "#9467bd", False),
     "tf_peak": ("TF peak", "#9467bd", True),
 }
@@ -200,7 +201,17 @@ class TelemetryPlot(QWidget):
         rss = s.get("rss")
         if isinstance(rss, dict) and rss:
             self._put("rss", t, sum(v for v in rss.values() if isinstance(v, (int, float))))
-        for g in s.get("gpus") or []:
+        gpus = s.get("gpus") or []
+        if gpus and isinstance(rss, dict) and rss:  # what the followed processes hold on GPUs
+            mine = [
+                p.get("used", 0)
+                for g in gpus
+                for p in g.get("procs") or []
+                if str(p.get("pid")) in rss
+            ]
+            if mine:
+                self._put("worker_vram", t, sum(mine))
+        for g in gpus:
             i = g.get("index", 0)
             self._put(f"gpu{i}_used", t, g.get("used"))
             colour = GPU_COLOURS[i % len(GPU_COLOURS)]

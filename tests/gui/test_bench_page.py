@@ -109,3 +109,38 @@ def test_a_broken_trace_and_a_bad_config_are_one_line_messages(
     assert not bench.start()
     assert "memory growth" in bench.error_label.text()
     assert not bench.running
+
+
+def test_gpu_series_from_a_replayed_machine_are_plotted(qtbot) -> None:  # type: ignore[no-untyped-def]
+    """GPU telemetry through the live sampler and a recorded NVML session (no GPU here): the
+    VRAM curve, the GPU's total as a limit, and the VRAM the followed process holds."""
+    from tests.conftest import SNAPSHOTS
+    from tfdoctor.core import telemetry
+    from tfdoctor.core.probes import nvml
+    from tfdoctor.gui.telemetry_plot import TelemetryPlot
+
+    api = nvml.ReplayNvml(nvml.load_snapshot(SNAPSHOTS / "rtx3090_forgotten_jupyter_kernel.json"))
+    tl = telemetry.Timeline()
+    sampler = telemetry.Sampler(tl, interval_s=0.05, gpu_api=api, pids=[os.getpid()]).start()
+    qtbot.waitUntil(
+        lambda: sum(k == "sample" and "gpus" in i for _, (k, i) in tl.since(0)) >= 5,
+        timeout=20_000,
+    )
+    sampler.stop()
+    plot = TelemetryPlot()
+    qtbot.addWidget(plot)
+    # our own pid stands in for the worker: give it the forgotten kernel's VRAM row
+    items = []
+    for _, (kind, item) in tl.since(0):
+        if kind == "sample" and item.get("gpus"):
+            for p in item["gpus"][0]["procs"]:
+                if p["pid"] == 48213:
+                    p["pid"] = os.getpid()
+        items.append((kind, item))
+    plot.consume(items)
+    plot.redraw()
+    lengths = plot.series_lengths()
+    assert lengths["gpu0_used"] >= 5 and lengths["worker_vram"] >= 5
+    assert plot.limits["gpu0_total"].value() == 25769803776
+    _, ys = plot.curves["worker_vram"].getData()
+    assert ys.max() == 23622320128
