@@ -793,6 +793,12 @@ class Supervisor:
         elif kind == "info":
             self.info = {k: v for k, v in rec.items() if k not in ("v", "t", "type")}
             self.emit("info", self.info)
+            why = _allocator_unsupported(self.config, rec)
+            if why:
+                note = {"name": "allocator", "applied": False, "why": why}
+                if note not in self.knobs:
+                    self.knobs.append(note)
+                    self.emit("knob", note)
             if self.config.device == "gpu" and not rec.get("gpus"):
                 note = {
                     "name": "device",
@@ -914,6 +920,26 @@ class Supervisor:
             )
             return Outcome("exception", returncode, None, duration, detail, exc)
         return Outcome("completed", returncode, None, duration, "the worker ended normally")
+
+
+def _allocator_unsupported(config: BenchConfig, info: dict[str, Any]) -> str | None:
+    """Why TF_GPU_ALLOCATOR=cuda_malloc_async cannot work in this TF, or None."""
+    if config.allocator != "cuda_malloc_async":
+        return None
+    build = info.get("build") or {}
+    if not build.get("is_cuda_build"):
+        return "this TensorFlow build has no CUDA: the GPU allocator setting does nothing"
+    cuda = str(build.get("cuda_version") or "")
+    try:
+        major, minor = (int(x) for x in cuda.split(".")[:2])
+    except ValueError:
+        return None
+    if (major, minor) < (11, 2):
+        return (
+            f"cuda_malloc_async needs CUDA 11.2 or newer; this TensorFlow was built with "
+            f"CUDA {cuda}, so TensorFlow keeps its BFC allocator"
+        )
+    return None
 
 
 class _Died(Exception):

@@ -282,3 +282,44 @@ def test_memory_cap_without_cgroups_falls_back_to_an_address_space_limit(
     assert o.status in ("exception", "crashed"), o.detail  # MemoryError, or abort in C++
     assert res.diagnosis.causes and res.diagnosis.causes[0].id == "host_oom"
     assert leftovers() == []
+
+
+def test_batch_search_over_recoverable_ooms_keeps_one_worker() -> None:
+    """TensorFlow's CPU allocator capped at 256 MiB (TF_CPU_BFC_MEM_LIMIT_IN_MB, the same BFC
+    allocator and ResourceExhaustedError as a GPU's): each too-big batch raises a real,
+    recoverable OOM; the worker clears its session and serves the next probe."""
+    from tfdoctor.core.model import Target
+
+    target = Target(
+        python=sys.executable,
+        label="capped CPU allocator",
+        env=(
+            ("TF_CPU_ALLOCATOR_USE_BFC", "1"),
+            ("TF_CPU_BFC_MEM_LIMIT_IN_MB", "256"),
+            ("TF_ENABLE_ONEDNN_OPTS", "0"),  # oneDNN kernels segfault after such an OOM
+        ),
+    )
+    config = BenchConfig(
+        preset="cnn", input_shape=(64, 64, 3), batch_size=16, steps=3, device="cpu"
+    )
+    res = find_max_batch(target, config, SearchOptions(start=16, max_batch=4096, margin=0.1), FAST)
+    assert leftovers() == []
+    statuses = [p["status"] for p in res.probes]
+    assert "oom" in statuses and set(statuses) <= {"ok", "oom"}, res.probes
+    assert res.metrics["workers_started"] == 1
+    r = res.recommendation
+    assert r is not None and 16 < r["largest_clean_batch"] < r["first_failing_batch"] < 4096
+    assert res.diagnosis.causes[0].id == "host_oom"  # the CPU allocator: host memory
+    assert len(res.probes) <= probe_budget(16, 4096, 0.1)
+
+
+def test_the_async_allocator_on_a_build_without_cuda_is_flagged() -> None:
+    from tfdoctor.core.bench.supervisor import _allocator_unsupported
+
+    cfg = BenchConfig(allocator="cuda_malloc_async")
+    assert "no CUDA" in str(_allocator_unsupported(cfg, {"build": {"is_cuda_build": False}}))
+    old = {"build": {"is_cuda_build": True, "cuda_version": "11.0"}}
+    assert "11.2" in str(_allocator_unsupported(cfg, old))
+    new = {"build": {"is_cuda_build": True, "cuda_version": "12.3"}}
+    assert _allocator_unsupported(cfg, new) is None
+    assert _allocator_unsupported(BenchConfig(), old) is None
