@@ -743,37 +743,42 @@ def cmd_monitor(args: argparse.Namespace) -> int:
     tty = sys.stdout.isatty() and not args.csv
     if sampler.gpu_problem and not args.csv:
         print(f"tfdoctor monitor: no GPU series ({sampler.gpu_problem})", file=sys.stderr)
-    seq = 0
-    header_done = False
+    state = {"seq": 0, "header": False}
+
+    def show() -> None:
+        for seq, (kind, item) in timeline.since(state["seq"]):
+            state["seq"] = seq
+            if kind == "marker":
+                print(f"\n[{item['t']:.1f}s] {item['label']}" if tty else item["label"])
+            if kind != "sample":
+                continue
+            if args.csv:
+                gpus = item.get("gpus") or []
+                if not state["header"]:
+                    cols = [*CSV_COLUMNS, *(f"gpu{g['index']}_used" for g in gpus)]
+                    cols += [f"pid{p}_rss" for p in args.pid]
+                    print(",".join(cols))
+                    state["header"] = True
+                row = [str(item.get(c, "")) for c in CSV_COLUMNS]
+                row += [str(g.get("used", "")) for g in gpus]
+                row += [str((item.get("rss") or {}).get(str(p), "")) for p in args.pid]
+                print(",".join(row), flush=True)
+            elif tty:
+                print(f"\r\033[K{monitor_line(item)[:200]}", end="", flush=True)
+            else:
+                print(monitor_line(item), flush=True)
+
     deadline = None if args.duration is None else _time.monotonic() + args.duration
     try:
         while deadline is None or _time.monotonic() < deadline:
             _time.sleep(min(0.2, args.interval_ms / 1000))
-            for seq, (kind, item) in timeline.since(seq):  # noqa: B007, B020 - cursor
-                if kind == "marker":
-                    print(f"\n[{item['t']:.1f}s] {item['label']}" if tty else item["label"])
-                if kind != "sample":
-                    continue
-                if args.csv:
-                    gpus = item.get("gpus") or []
-                    if not header_done:
-                        cols = [*CSV_COLUMNS, *(f"gpu{g['index']}_used" for g in gpus)]
-                        cols += [f"pid{p}_rss" for p in args.pid]
-                        print(",".join(cols))
-                        header_done = True
-                    row = [str(item.get(c, "")) for c in CSV_COLUMNS]
-                    row += [str(g.get("used", "")) for g in gpus]
-                    row += [str((item.get("rss") or {}).get(str(p), "")) for p in args.pid]
-                    print(",".join(row), flush=True)
-                elif tty:
-                    print(f"\r\033[K{monitor_line(item)[:200]}", end="", flush=True)
-                else:
-                    print(monitor_line(item), flush=True)
+            show()
     except KeyboardInterrupt:
         pass
     finally:
         sampler.stop()
         timeline.close()
+        show()  # what arrived after the last look: the printout matches the recorded trace
         if tty:
             print()
     return EXIT_OK
