@@ -37,6 +37,7 @@ FAULTS = (
     "stderr_flood",
     "grandchild",
     "host_oom",
+    "leak",
 )
 MAX_BATCH = 1 << 20
 MAX_STEPS = 1_000_000

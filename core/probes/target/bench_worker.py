@@ -57,6 +57,7 @@ FAULTS = (
     "stderr_flood",
     "grandchild",
     "host_oom",
+    "leak",
 )
 CONFIG_DEFAULTS = {
     "preset": "cnn",
@@ -541,6 +542,10 @@ def inject_fault(kind):
         child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3600)"])
         _keep.append(child)
         print("bench_worker: started grandchild pid %d" % child.pid, flush=True)
+    elif kind == "leak":
+        # every step from the fault step on keeps 2 MiB alive, as code that collects each
+        # step's outputs in a Python list does
+        _keep.append(np.ones(2 << 17, dtype=np.float64))
     elif kind == "host_oom":
         shards = []
         while True:
@@ -601,7 +606,8 @@ def make_callback(run, cfg, stats):
             ):
                 self.last_sent = now
                 self.send(n, step_s, logs)
-            if n == fault_step:
+            leaking = fault is not None and fault["kind"] == "leak" and n > fault_step
+            if n == fault_step or leaking:
                 inject_fault(fault["kind"])
             if n == 1:
                 phase("steady", run)
