@@ -259,6 +259,7 @@ def check_target_probe(facts: Facts, ctx: CheckContext) -> Iterator[Finding]:
 
 # Display names of finding groups, for the CLI and the GUI
 GROUP_TITLES = {
+    "cause": "Cause",
     "diagnosis": "Diagnosis of the probe's output",
     "tensorflow": "TensorFlow",
     "gpu": "GPU and driver",

@@ -79,7 +79,14 @@ def main(smoke_test: bool = False) -> int:
     if smoke_test:
 
         def finish() -> None:
-            app.exit(0 if render_check(window) else 1)
+            # every page of the wizard must render (nothing is started: autostart is off)
+            ok = True
+            for step in window.pages:
+                window.go(step)
+                QCoreApplication.processEvents()
+                ok = render_check(window) and ok
+            window.go("start")
+            app.exit(0 if ok else 1)
 
         # Both timers are owned by the window, so they die with it.
         QTimer.singleShot(SMOKE_RENDER_DELAY_MS, window, finish)

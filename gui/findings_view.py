@@ -8,8 +8,9 @@ import logging
 from collections import Counter
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtGui import QFontDatabase, QKeyEvent, QMouseEvent
+from PySide6.QtGui import QAction, QFontDatabase, QKeyEvent, QKeySequence, QMouseEvent
 from PySide6.QtWidgets import (
+    QApplication,
     QFrame,
     QHBoxLayout,
     QLabel,
@@ -63,11 +64,18 @@ class _CardHeader(QWidget):
     """The always-visible row of a card; click, Enter or Space toggles the details."""
 
     sig_toggle_requested = Signal()
+    sig_copy_requested = Signal()
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setFocusPolicy(Qt.FocusPolicy.StrongFocus)
         self.setCursor(Qt.CursorShape.PointingHandCursor)
+        self.setContextMenuPolicy(Qt.ContextMenuPolicy.ActionsContextMenu)
+        copy = QAction("Copy", self)
+        copy.setShortcut(QKeySequence.StandardKey.Copy)
+        copy.setShortcutContext(Qt.ShortcutContext.WidgetShortcut)
+        copy.triggered.connect(self.sig_copy_requested)
+        self.addAction(copy)
 
     def mousePressEvent(self, event: QMouseEvent) -> None:
         if event.button() == Qt.MouseButton.LeftButton:
@@ -176,6 +184,7 @@ class FindingCard(QFrame):
         outer.addWidget(self.body)
         self.body.setVisible(False)
         self.header.sig_toggle_requested.connect(self.toggle)
+        self.header.sig_copy_requested.connect(self.copy_to_clipboard)
 
     @staticmethod
     def _section(text: str) -> QLabel:
@@ -220,6 +229,24 @@ class FindingCard(QFrame):
 
     def toggle(self) -> None:
         self.set_expanded(not self.expanded)
+
+    def as_text(self) -> str:
+        """The whole finding as plain text: for a forum post or a bug report."""
+        f = self.finding
+        lines = [f"[{f.severity.label}] {f.title}", "", f.explanation]
+        if f.evidence:
+            lines += ["", "Evidence:"]
+            for e in f.evidence:
+                where = f"{e.source}:{e.line}: " if e.line else ""
+                lines.append(f"  {where}{e.text}")
+        if f.fixes:
+            known = _fix_titles()
+            lines += ["", "What to do:"]
+            lines += [f"  - {known.get(fid, (fid, ''))[0]} [{fid}]" for fid in f.fixes]
+        return "\n".join(lines) + "\n"
+
+    def copy_to_clipboard(self) -> None:
+        QApplication.clipboard().setText(self.as_text())
 
 
 class FindingsView(QScrollArea):

@@ -1,11 +1,20 @@
-"""The main window: a step list on the left (the seed of the wizard), the pages on the right."""
+"""The main window: the wizard. A step list on the left, the pages on the right, Back/Next.
+
+Which step is open, skipped or closed (and why), and where Back/Next go, come from
+`core.flow` (Qt-free, unit-tested); this window only shows them. The Session holds what the
+user did; the window size and the last Python are remembered (QSettings).
+"""
 
 from __future__ import annotations
 
 import logging
+import platform
+import sys
 
-from PySide6.QtCore import QSize, Qt, QTimer
-from PySide6.QtGui import QCloseEvent
+import pyqtgraph
+import PySide6
+from PySide6.QtCore import QSettings, QSize, Qt, QTimer
+from PySide6.QtGui import QCloseEvent, QKeySequence, QShortcut
 from PySide6.QtWidgets import (
     QFrame,
     QHBoxLayout,
@@ -13,46 +22,47 @@ from PySide6.QtWidgets import (
     QListWidget,
     QListWidgetItem,
     QMainWindow,
+    QMessageBox,
+    QPushButton,
     QStackedWidget,
+    QToolButton,
     QVBoxLayout,
     QWidget,
 )
 
-from tfdoctor.core import __version__
+from tfdoctor.core import __version__, flow
+from tfdoctor.core.model import Target
 from tfdoctor.gui import assets
 from tfdoctor.gui.pages.bench_page import BenchPage
 from tfdoctor.gui.pages.check_page import CheckPage
+from tfdoctor.gui.pages.diagnosis_page import DiagnosisPage, ExportPage, FixPage
+from tfdoctor.gui.pages.start_page import StartPage
 
 log = logging.getLogger(__name__)
 
 LATER = "Coming in a later version"
-
-# (title, tooltip, available now)
-STEPS: list[tuple[str, str, bool]] = [
-    (
-        "Environment checks",
-        "Inspect a Python environment: TensorFlow, CUDA libraries, driver, GPUs, memory",
-        True,
-    ),
-    (
-        "Reproduce",
-        "Run a supervised training benchmark and watch VRAM, TF memory and RAM live",
-        True,
-    ),
-    ("Diagnosis", f"{LATER}: explain a crash from its logs and exit", False),
-    ("Fix", f"{LATER}: apply reversible fixes and verify them", False),
-    ("Export", f"{LATER}: export a fix script and a shareable report", False),
+# (title, tooltip) per step, in flow.STEPS order
+STEPS: list[tuple[str, str]] = [
+    ("Start", "Say what happened and pick the Python your notebook uses"),
+    ("Environment checks", "TensorFlow, CUDA libraries, driver, GPUs, memory"),
+    ("Reproduce", "Run a supervised training benchmark and watch memory live"),
+    ("Diagnosis", "Why it died, from every source, best first"),
+    ("Fix", "What to change"),
+    ("Export", "Save what this session found"),
 ]
 
 
 class MainWindow(QMainWindow):
-    """The app window. With `autostart`, lists environments and checks this Python at once."""
+    """The app window. With `autostart`, lists the Python environments at once."""
 
     def __init__(self, parent: QWidget | None = None, *, autostart: bool = True) -> None:
         super().__init__(parent)
         self.setWindowTitle("tfdoctor — TensorFlow GPU troubleshooter")
         self.setWindowIcon(assets.app_icon())
-        self.resize(1100, 750)
+        self.resize(1180, 780)
+        self.session = flow.Session()
+        self.settings = QSettings("tfdoctor", "tfdoctor")
+        self.autorun = autostart  # visiting the checks step starts a check
 
         central = QWidget(self)
         row = QHBoxLayout(central)
@@ -79,50 +89,240 @@ class MainWindow(QMainWindow):
         self.steps.setObjectName("stepList")
         self.steps.setFrameShape(QFrame.Shape.NoFrame)
         self.steps.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
-        for i, (title, tip, enabled) in enumerate(STEPS, 1):
+        for i, (title, tip) in enumerate(STEPS, 1):
             item = QListWidgetItem(f"{i}.  {title}")
             item.setToolTip(tip)
-            if not enabled:
-                item.setFlags(Qt.ItemFlag.NoItemFlags)  # shown, greyed, not selectable
             self.steps.addItem(item)
         col.addWidget(self.steps, 1)
+        foot = QHBoxLayout()
         version = QLabel(f"version {__version__}", side)
         version.setObjectName("versionLabel")
-        col.addWidget(version)
+        self.about_button = QToolButton(side)
+        self.about_button.setText("About")
+        self.about_button.setAutoRaise(True)
+        self.about_button.setToolTip("Versions and where tfdoctor keeps its files (F1)")
+        foot.addWidget(version, 1)
+        foot.addWidget(self.about_button)
+        col.addLayout(foot)
         row.addWidget(side)
 
-        self.stack = QStackedWidget(central)
+        right = QWidget(central)
+        rv = QVBoxLayout(right)
+        rv.setContentsMargins(0, 0, 0, 0)
+        rv.setSpacing(0)
+        self.stack = QStackedWidget(right)
+        self.start_page = StartPage(self.session, self.stack)
         self.check_page = CheckPage(self.stack)
-        self.stack.addWidget(self.check_page)
-        self.bench_page = BenchPage(self.stack, target_provider=self.check_page.selected_target)
-        self.stack.addWidget(self.bench_page)
-        row.addWidget(self.stack, 1)
+        self.bench_page = BenchPage(self.stack, target_provider=lambda: self.session.target)
+        self.diagnosis_page = DiagnosisPage(self.session, self.stack)
+        self.fix_page = FixPage(self.session, self.stack)
+        self.export_page = ExportPage(self.session, self.stack)
+        self.pages = {
+            "start": self.start_page,
+            "checks": self.check_page,
+            "reproduce": self.bench_page,
+            "diagnosis": self.diagnosis_page,
+            "fix": self.fix_page,
+            "export": self.export_page,
+        }
+        for step in flow.STEPS:
+            self.stack.addWidget(self.pages[step])
+        rv.addWidget(self.stack, 1)
+
+        nav = QFrame(right)
+        nav.setObjectName("navBar")
+        nl = QHBoxLayout(nav)
+        nl.setContentsMargins(22, 8, 22, 10)
+        self.step_note = QLabel(nav)
+        self.step_note.setObjectName("infoLabel")
+        self.step_note.setWordWrap(True)
+        self.back_button = QPushButton("◀ Back", nav)
+        self.back_button.setToolTip("The previous step (Alt+Left)")
+        self.next_button = QPushButton("Next ▶", nav)
+        self.next_button.setObjectName("runButton")
+        self.next_button.setToolTip("The next step (Alt+Right)")
+        nl.addWidget(self.step_note, 1)
+        nl.addWidget(self.back_button)
+        nl.addWidget(self.next_button)
+        rv.addWidget(nav)
+        row.addWidget(right, 1)
         self.setCentralWidget(central)
 
-        self.steps.setCurrentRow(0)
-        self.steps.currentRowChanged.connect(self._on_steps_row_changed)
-        self.check_page.sig_status_changed.connect(self._on_page_status_changed)
-        self.bench_page.sig_status_changed.connect(self._on_page_status_changed)
+        self._connect()
+        self._restore_settings()
+        self.go("start")
         self.statusBar().showMessage("Ready.")
-
         if autostart:
-            # After the window is shown: the check itself runs in core threads.
-            QTimer.singleShot(0, self, self._autostart)
+            QTimer.singleShot(0, self, self.start_page.refresh_targets)
 
-    def _autostart(self) -> None:
-        self.check_page.refresh_targets()
-        self.check_page.start_check()
+    # ------------------------------------------------------------------ wiring
+    def _connect(self) -> None:
+        self.steps.currentRowChanged.connect(self._on_steps_row_changed)
+        self.back_button.clicked.connect(self.back)
+        self.next_button.clicked.connect(self.next)
+        self.about_button.clicked.connect(self.show_about)
+        for page in (self.start_page, self.check_page, self.bench_page, self.diagnosis_page):
+            page.sig_status_changed.connect(self._on_page_status_changed)
+        self.export_page.sig_status_changed.connect(self._on_page_status_changed)
+        self.start_page.sig_door_chosen.connect(self._on_door_chosen)
+        self.start_page.sig_target_changed.connect(self._on_target_changed)
+        self.start_page.sig_logs_changed.connect(self.update_steps)
+        self.check_page.bridge.sig_check_finished.connect(self._on_check_finished)
+        self.bench_page.bridge.sig_finished.connect(self._on_bench_finished)
+        self.diagnosis_page.sig_diagnosed.connect(lambda _r: self.update_steps())
+        for keys, slot in (
+            ("Alt+Left", self.back),
+            ("Alt+Right", self.next),
+            ("Ctrl+O", self._open_logs),
+            ("F5", self._rerun),
+            ("F1", self.show_about),
+            ("Ctrl+Q", self.close),
+        ):
+            QShortcut(QKeySequence(keys), self, activated=slot)
+        if self.session.target is not None:  # picked while the start page was built
+            self._on_target_changed(self.session.target)
 
+    # ------------------------------------------------------------------ navigation
+    @property
+    def current_step(self) -> str:
+        return flow.STEPS[self.stack.currentIndex()]
+
+    def go(self, step: str) -> None:
+        """Show a step (even a closed one shows its page with the reason in the note)."""
+        i = flow.STEPS.index(step)
+        if self.steps.currentRow() != i:
+            self.steps.blockSignals(True)
+            self.steps.setCurrentRow(i)
+            self.steps.blockSignals(False)
+        self.stack.setCurrentIndex(i)
+        if step == "reproduce":
+            self.bench_page.refresh_target()
+            if not self.bench_page.running and self.bench_page.last_result is None:
+                cfg, why = flow.suggest_config(self.session)
+                self.bench_page.set_config(cfg)
+                if why:
+                    self.statusBar().showMessage("Suggested settings: " + "; ".join(why))
+        elif step == "diagnosis":
+            self.diagnosis_page.refresh()
+        elif step == "fix":
+            self.fix_page.refresh()
+        elif (
+            step == "checks"
+            and self.autorun
+            and self.session.check is None
+            and not self.check_page.running
+        ):
+            self.check_page.start_check()
+        self.update_steps()
+
+    def next(self) -> None:
+        if self.current_step == "start" and self.session.door is None:
+            self.start_page.choose(flow.DOOR_SETUP)
+            return
+        if self.current_step == "start":
+            self.start_page.commit_paste()
+        step = flow.next_step(self.session, self.current_step)
+        if step is not None:
+            self.go(step)
+
+    def back(self) -> None:
+        step = flow.prev_step(self.session, self.current_step)
+        if step is not None:
+            self.go(step)
+
+    def update_steps(self) -> None:
+        """Enable/disable the step list and Back/Next from the flow's decisions."""
+        states = flow.step_states(self.session)
+        for i, step in enumerate(flow.STEPS):
+            item = self.steps.item(i)
+            st = states[step]
+            flags = Qt.ItemFlag.ItemIsEnabled | Qt.ItemFlag.ItemIsSelectable
+            item.setFlags(flags if st.enabled else Qt.ItemFlag.NoItemFlags)
+            tip = STEPS[i][1]
+            item.setToolTip(tip + (f"\n{st.reason}" if st.reason else ""))
+        here = states[self.current_step]
+        self.step_note.setText(here.reason)
+        self.back_button.setEnabled(flow.prev_step(self.session, self.current_step) is not None)
+        nxt = flow.next_step(self.session, self.current_step)
+        self.next_button.setEnabled(nxt is not None or self.current_step == "start")
+        if self.current_step == "start" and self.session.door is None:
+            self.next_button.setText("Check my setup ▶")
+        else:
+            self.next_button.setText(f"Next: {flow.STEP_TITLES[nxt]} ▶" if nxt else "Next ▶")
+
+    # ------------------------------------------------------------------ slots
     def _on_steps_row_changed(self, row: int) -> None:
-        if 0 <= row < self.stack.count():
-            self.stack.setCurrentIndex(row)
-            if self.stack.currentWidget() is self.bench_page:
-                self.bench_page.refresh_target()
+        if 0 <= row < len(flow.STEPS):
+            self.go(flow.STEPS[row])
+
+    def _on_door_chosen(self, door: str) -> None:
+        step = flow.next_step(self.session, "start")
+        if step is not None:
+            self.go(step)
+
+    def _on_target_changed(self, target: Target) -> None:
+        self.check_page.add_target(target, select=True)
+        if self.session.check is not None and self.session.check.target != target:
+            self.session.check = None  # a check of another Python says nothing about this one
+        self.update_steps()
+
+    def _on_check_finished(self, report: object) -> None:
+        if not getattr(report, "cancelled", False):
+            self.session.check = report
+        self.update_steps()
+
+    def _on_bench_finished(self, result: object) -> None:
+        self.session.bench = result
+        self.session.telemetry = [item for _, item in self.bench_page.bridge.timeline.since(0)]
+        self.update_steps()
 
     def _on_page_status_changed(self, text: str) -> None:
         self.statusBar().showMessage(text)
 
+    def _open_logs(self) -> None:
+        self.go("start")
+        self.start_page.open_logs()
+
+    def _rerun(self) -> None:
+        if self.current_step == "checks":
+            self.check_page.start_check()
+        elif self.current_step == "diagnosis":
+            self.diagnosis_page.refresh()
+
+    def show_about(self) -> None:
+        from tfdoctor.core.bench.supervisor import runs_root
+
+        QMessageBox.about(
+            self,
+            "About tfdoctor",
+            f"<b>tfdoctor {__version__}</b> — why TensorFlow crashed, and what to do.<br><br>"
+            f"Python {platform.python_version()} · PySide6 {PySide6.__version__} · "
+            f"Qt {PySide6.QtCore.qVersion()} · pyqtgraph {pyqtgraph.__version__}<br>"
+            f"{platform.system()} {platform.release()} ({platform.machine()})<br><br>"
+            f"Run files: {runs_root()}<br>Settings: {self.settings.fileName()}<br>"
+            f"App interpreter: {sys.executable}",
+        )
+
+    # ------------------------------------------------------------------ settings
+    def _restore_settings(self) -> None:
+        geometry = self.settings.value("window/geometry")
+        if geometry is not None:
+            self.restoreGeometry(geometry)  # position and state on a real desktop
+        size = self.settings.value("window/size")
+        if isinstance(size, QSize) and size.isValid():
+            self.resize(size)
+        python = self.settings.value("target/python")
+        if isinstance(python, str) and python:
+            label = str(self.settings.value("target/label") or python)
+            t = Target(python=python, label=label, kind="path")
+            self.start_page.add_target(t, select=True)
+
     def closeEvent(self, event: QCloseEvent) -> None:
+        self.settings.setValue("window/geometry", self.saveGeometry())
+        self.settings.setValue("window/size", self.size())
+        if self.session.target is not None:
+            self.settings.setValue("target/python", self.session.target.python)
+            self.settings.setValue("target/label", self.session.target.label)
         self.check_page.shutdown()
         self.bench_page.shutdown()
         super().closeEvent(event)

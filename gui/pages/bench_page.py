@@ -76,7 +76,7 @@ def causes_as_findings(result: BenchResult) -> list[Finding]:
                 c.explanation,
                 c.evidence,
                 c.fixes,
-                "diagnosis",
+                "cause",
             )
         )
     return out

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import os
+import tempfile
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")  # before anything imports Qt
+# the app's QSettings (window size, last Python) go to a throwaway folder, not the user's
+os.environ["XDG_CONFIG_HOME"] = tempfile.mkdtemp(prefix="tfdoctor-test-config-")
 
 import psutil
 import pytest

@@ -36,24 +36,29 @@ def test_app_icon_renders_from_resources(qapp) -> None:  # type: ignore[no-untyp
     assert assets.stylesheet()  # the shipped stylesheet is found
 
 
-def test_window_lists_the_steps_later_ones_disabled(qtbot) -> None:  # type: ignore[no-untyped-def]
+def test_window_shows_the_wizard_steps_with_what_is_open(qtbot) -> None:  # type: ignore[no-untyped-def]
     w = MainWindow(autostart=False)
     qtbot.addWidget(w)
-    assert w.steps.count() == len(STEPS)
-    first, second = w.steps.item(0), w.steps.item(1)
-    assert "Environment checks" in first.text() and "Reproduce" in second.text()
-    for item in (first, second):
-        assert item.flags() & Qt.ItemFlag.ItemIsEnabled
-    assert w.steps.currentRow() == 0
-    for i in range(2, w.steps.count()):
-        item = w.steps.item(i)
-        assert not item.flags() & Qt.ItemFlag.ItemIsEnabled, item.text()
-        assert "coming in a later version" in item.toolTip().lower()
-    assert w.stack.currentWidget() is w.check_page
+    assert w.steps.count() == len(STEPS) == 6
+    titles = [w.steps.item(i).text() for i in range(w.steps.count())]
+    assert [t.split(".", 1)[1].strip() for t in titles] == [
+        "Start",
+        "Environment checks",
+        "Reproduce",
+        "Diagnosis",
+        "Fix",
+        "Export",
+    ]
+    assert w.current_step == "start" and w.stack.currentWidget() is w.start_page
+    enabled = [bool(w.steps.item(i).flags() & Qt.ItemFlag.ItemIsEnabled) for i in range(6)]
+    # this Python is picked: checks and reproduce open; nothing to diagnose or fix yet
+    assert enabled == [True, True, True, False, False, True]
+    assert "Nothing to diagnose yet" in w.steps.item(3).toolTip()
+    assert not w.back_button.isEnabled() and w.next_button.isEnabled()
     assert not w.check_page.running  # autostart=False starts nothing
-    w.steps.setCurrentRow(1)  # the Reproduce page, with the Python picked on the first page
+    w.go("reproduce")
     assert w.stack.currentWidget() is w.bench_page
-    assert w.check_page.selected_target().python in w.bench_page.target_label.text()
+    assert w.session.target.python in w.bench_page.target_label.text()
     assert not w.bench_page.running
 
 

@@ -41,6 +41,7 @@ def test_real_check_fills_the_findings_and_offers_rerun(qtbot) -> None:  # type:
     qtbot.addWidget(window)
     window.resize(1100, 750)
     window.show()
+    window.go("checks")  # the wizard opens on its Start page
     page = window.check_page
     assert page.run_button.text() == RUN_TEXT
 
@@ -188,14 +189,17 @@ def test_cancel_stops_the_probe_process_and_resets_the_button(qtbot, page) -> No
     assert child_processes() == []
 
 
-def test_window_checks_this_python_as_soon_as_it_opens(qtbot) -> None:  # type: ignore[no-untyped-def]
+def test_window_lists_environments_as_soon_as_it_opens(qtbot) -> None:  # type: ignore[no-untyped-def]
+    """The wizard opens on its Start page: it looks for Python environments in the
+    background at once, and starts no check until the user picks a door."""
     window = MainWindow(autostart=True)
     qtbot.addWidget(window)
-    page = window.check_page
-    with qtbot.waitSignal(page.bridge.sig_check_finished, timeout=CHECK_TIMEOUT_MS) as blocker:
+    start = window.start_page
+    with qtbot.waitSignal(start.envs_bridge.sig_envs_found, timeout=CHECK_TIMEOUT_MS):
         window.show()
-        qtbot.waitUntil(lambda: page.running)  # started from the event loop, not the ctor
-        assert page.run_button.text() == CANCEL_TEXT
-    assert blocker.args[0].target.kind == "current"
-    qtbot.waitUntil(lambda: not page.envs_bridge.busy, timeout=CHECK_TIMEOUT_MS)
-    assert page.target_combo.count() >= 1
+    assert start.target_combo.count() >= 1
+    assert window.session.target is not None and window.session.target.kind == "current"
+    assert not window.check_page.running
+    with qtbot.waitSignal(window.check_page.bridge.sig_check_finished, timeout=CHECK_TIMEOUT_MS):
+        start.setup_door.click()  # the door starts the check
+        assert window.current_step == "checks" and window.check_page.running

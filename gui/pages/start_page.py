@@ -1,0 +1,316 @@
+"""The wizard's Start page: pick the Python, then one of two doors — check and reproduce, or
+"I have a crash log" (paste it, drop a file anywhere on the page, open one, or let tfdoctor
+find recent crashes in the kernel log and Jupyter's logs)."""
+
+from __future__ import annotations
+
+import logging
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+
+from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtGui import QDragEnterEvent, QDropEvent
+from PySide6.QtWidgets import (
+    QComboBox,
+    QFileDialog,
+    QFrame,
+    QHBoxLayout,
+    QLabel,
+    QListWidget,
+    QPlainTextEdit,
+    QPushButton,
+    QSizePolicy,
+    QVBoxLayout,
+    QWidget,
+)
+
+from tfdoctor.core import flow, recent
+from tfdoctor.core.model import Target
+from tfdoctor.core.probes.targetrun import current_target
+from tfdoctor.gui.bridges import EnvsBridge
+
+log = logging.getLogger(__name__)
+
+TARGET_ROLE = Qt.ItemDataRole.UserRole + 1
+PASTE_NAME = "pasted text"
+
+
+class StartPage(QWidget):
+    """Where the user says what happened and which Python it happened in."""
+
+    sig_door_chosen = Signal(str)  # flow.DOOR_SETUP | flow.DOOR_LOG
+    sig_target_changed = Signal(object)  # Target
+    sig_logs_changed = Signal()
+    sig_status_changed = Signal(str)
+
+    def __init__(self, session: flow.Session, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("startPage")
+        self.session = session
+        self.setAcceptDrops(True)
+        self.envs_bridge = EnvsBridge(self)
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tfdoctor-recent")
+        pool = self._pool
+        self.destroyed.connect(lambda *_: pool.shutdown(wait=False, cancel_futures=True))
+        self._finding: Future[tuple[list[recent.Found], list[str]]] | None = None
+        self._poll = QTimer(self)
+        self._poll.setInterval(100)
+        self._poll.timeout.connect(self._on_poll)
+        self._build()
+        self.envs_bridge.sig_envs_found.connect(self._on_envs_found)
+        self.envs_bridge.sig_envs_failed.connect(
+            lambda msg: self._status(f"Could not list environments: {msg}")
+        )
+        self.add_target(current_target(), select=True)
+
+    # ------------------------------------------------------------------ construction
+    def _build(self) -> None:
+        root = QVBoxLayout(self)
+        root.setContentsMargins(22, 18, 22, 12)
+        root.setSpacing(10)
+        title = QLabel("What happened?", self)
+        title.setObjectName("pageTitle")
+        root.addWidget(title)
+        sub = QLabel(
+            "Your Jupyter kernel died, a script ended with “Killed”, or TensorFlow printed a "
+            "wall of errors. tfdoctor finds out why, step by step.",
+            self,
+        )
+        sub.setObjectName("pageSubtitle")
+        sub.setWordWrap(True)
+        root.addWidget(sub)
+
+        pick = QHBoxLayout()
+        label = QLabel("&Python your notebook uses:", self)
+        self.target_combo = QComboBox(self)
+        self.target_combo.setObjectName("targetCombo")
+        self.target_combo.setSizeAdjustPolicy(
+            QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon
+        )
+        self.target_combo.setMinimumContentsLength(30)
+        self.target_combo.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
+        self.target_combo.setToolTip(
+            "Jupyter kernels, conda environments and running kernels found on this machine. "
+            "In a notebook, import sys; print(sys.executable) shows the one it uses."
+        )
+        label.setBuddy(self.target_combo)
+        self.other_button = QPushButton("Other Python…", self)
+        self.other_button.setToolTip("Pick an interpreter file yourself")
+        pick.addWidget(label)
+        pick.addWidget(self.target_combo, 1)
+        pick.addWidget(self.other_button)
+        root.addLayout(pick)
+
+        doors = QHBoxLayout()
+        doors.setSpacing(14)
+        self.setup_door = self._door(
+            "Check my setup and reproduce the crash",
+            "TensorFlow, CUDA, the driver, GPUs and memory,\nthen a training run under watch.",
+        )
+        self.log_door = self._door(
+            "I have a crash log",
+            "Paste it, drop a file on this page, or let\ntfdoctor find recent crashes.",
+        )
+        doors.addWidget(self.setup_door)
+        doors.addWidget(self.log_door)
+        root.addLayout(doors)
+
+        logs = QFrame(self)
+        logs.setObjectName("progressBox")
+        lv = QVBoxLayout(logs)
+        head = QHBoxLayout()
+        head.addWidget(
+            QLabel("<b>Crash log</b> — paste here, or drop files anywhere on this page", logs), 1
+        )
+        self.open_button = QPushButton("Open log file…", logs)
+        self.open_button.setToolTip("A TF log, a Jupyter server log, dmesg output… (Ctrl+O)")
+        self.find_button = QPushButton("Find recent crashes", logs)
+        self.find_button.setToolTip(
+            "Read the kernel log for OOM kills and GPU (Xid) errors, and the Jupyter server "
+            "logs that can be found"
+        )
+        self.clear_button = QPushButton("Clear", logs)
+        head.addWidget(self.open_button)
+        head.addWidget(self.find_button)
+        head.addWidget(self.clear_button)
+        lv.addLayout(head)
+        self.paste = QPlainTextEdit(logs)
+        self.paste.setObjectName("logPaste")
+        self.paste.setPlaceholderText(
+            "Paste the output here: the last lines before the kernel died, a traceback, "
+            "`dmesg | tail`, an nvidia-smi table…"
+        )
+        self.paste.setLineWrapMode(QPlainTextEdit.LineWrapMode.NoWrap)
+        lv.addWidget(self.paste, 1)
+        self.files = QListWidget(logs)
+        self.files.setObjectName("logFiles")
+        self.files.setMaximumHeight(80)
+        self.files.setToolTip("The logs tfdoctor will read as one case")
+        self.files.hide()
+        lv.addWidget(self.files)
+        root.addWidget(logs, 1)
+
+        self.setup_door.clicked.connect(lambda: self.choose(flow.DOOR_SETUP))
+        self.log_door.clicked.connect(lambda: self.choose(flow.DOOR_LOG))
+        self.open_button.clicked.connect(self.open_logs)
+        self.find_button.clicked.connect(self.find_recent)
+        self.clear_button.clicked.connect(self.clear_logs)
+        self.other_button.clicked.connect(self._on_other_clicked)
+        self.target_combo.currentIndexChanged.connect(self._on_target_changed)
+
+    def _door(self, title: str, text: str) -> QPushButton:
+        b = QPushButton(f"{title}\n{text}", self)
+        b.setObjectName("doorButton")
+        b.setMinimumHeight(84)
+        b.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
+        b.setToolTip(text)
+        return b
+
+    # ------------------------------------------------------------------ targets
+    def add_target(self, target: Target, select: bool = True) -> None:
+        for i in range(self.target_combo.count()):
+            t = self.target_combo.itemData(i, TARGET_ROLE)
+            if isinstance(t, Target) and (t.python, t.env, t.pid) == (
+                target.python,
+                target.env,
+                target.pid,
+            ):
+                if select:
+                    self.target_combo.setCurrentIndex(i)
+                return
+        self.target_combo.addItem(f"{target.label} — {target.python}")
+        self.target_combo.setItemData(self.target_combo.count() - 1, target, TARGET_ROLE)
+        if select:
+            self.target_combo.setCurrentIndex(self.target_combo.count() - 1)
+            # the first item became current inside addItem, before it had its data
+            self._on_target_changed(self.target_combo.currentIndex())
+
+    def refresh_targets(self) -> None:
+        self.envs_bridge.refresh()
+
+    def _on_envs_found(self, targets: list[Target]) -> None:
+        for t in targets:
+            self.add_target(t, select=False)
+        self._status(f"Found {len(targets)} Python environments.")
+
+    def _on_target_changed(self, _index: int) -> None:
+        t = self.target_combo.currentData(TARGET_ROLE)
+        if isinstance(t, Target):
+            self.session.target = t
+            self.sig_target_changed.emit(t)
+
+    def _on_other_clicked(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(self, "Pick a Python interpreter", "/usr/bin")
+        if path:
+            self.add_target(Target(python=path, label=Path(path).name, kind="path"))
+
+    # ------------------------------------------------------------------ logs
+    def choose(self, door: str) -> None:
+        self.commit_paste()
+        if door == flow.DOOR_LOG and not self.session.logs:
+            self._status("Paste the crash output, drop or open a log file, or find recent crashes.")
+            self.paste.setFocus()
+            return
+        self.session.door = door
+        self.sig_door_chosen.emit(door)
+
+    def commit_paste(self) -> None:
+        """Put the pasted text into the session (replacing an earlier paste)."""
+        text = self.paste.toPlainText().strip()
+        self.session.logs = [lg for lg in self.session.logs if lg.name != PASTE_NAME]
+        if text:
+            self.session.add_log(PASTE_NAME, text.encode("utf-8", "surrogatepass"))
+        else:
+            self.session.log_diagnosis = None
+        self._show_files()
+
+    def add_log_file(self, path: str) -> bool:
+        p = Path(path)
+        if not p.is_file():
+            self._status(f"Not a file: {path}")
+            return False
+        try:
+            with p.open("rb"):
+                pass
+        except OSError as exc:
+            self._status(f"Cannot read {path}: {exc.strerror or exc}")
+            return False
+        self.session.add_log(p.name, path=str(p))
+        self._show_files()
+        return True
+
+    def open_logs(self) -> None:
+        paths, _ = QFileDialog.getOpenFileNames(
+            self, "Open crash logs", str(Path.home()), "Logs (*.log *.txt *.out);;All files (*)"
+        )
+        for path in paths:
+            self.add_log_file(path)
+
+    def clear_logs(self) -> None:
+        self.paste.clear()
+        self.session.logs.clear()
+        self.session.log_diagnosis = None
+        self._show_files()
+
+    def find_recent(self) -> None:
+        if self._finding is not None:
+            return
+        self.find_button.setEnabled(False)
+        self._status("Looking for recent crashes in the kernel log and Jupyter logs…")
+        self._finding = self._pool.submit(recent.find_recent_crashes)
+        self._poll.start()
+
+    def _on_poll(self) -> None:
+        fut = self._finding
+        if fut is None or not fut.done():
+            return
+        self._finding = None
+        self._poll.stop()
+        self.find_button.setEnabled(True)
+        try:
+            found, problems = fut.result()
+        except Exception as exc:  # never a traceback at the user
+            log.warning("finding recent crashes failed", exc_info=True)
+            self._status(f"Could not look for crashes: {exc}")
+            return
+        for f in found:
+            self.session.add_log(f.name, f.text if f.path is None else b"", f.path)
+        self._show_files()
+        what = (
+            f"Found {len(found)} source(s) of crash evidence."
+            if found
+            else "No recent crash found."
+        )
+        self._status(" ".join([what, *problems]))
+
+    def _show_files(self) -> None:
+        self.files.clear()
+        self.files.setVisible(bool(self.session.logs))
+        for lg in self.session.logs:
+            self.files.addItem(
+                lg.name + (f" — {lg.path}" if lg.path and lg.path not in lg.name else "")
+            )
+        self.sig_logs_changed.emit()
+
+    # drag and drop anywhere on the page
+    def dragEnterEvent(self, event: QDragEnterEvent) -> None:
+        if event.mimeData().hasUrls() or event.mimeData().hasText():
+            event.acceptProposedAction()
+
+    def dropEvent(self, event: QDropEvent) -> None:
+        md = event.mimeData()
+        added = 0
+        if md.hasUrls():
+            for url in md.urls():
+                if url.isLocalFile() and self.add_log_file(url.toLocalFile()):
+                    added += 1
+        elif md.hasText():
+            self.paste.appendPlainText(md.text())
+            self.commit_paste()
+            added = 1
+        if added:
+            event.acceptProposedAction()
+            self._status(f"Added {added} log(s). Press “I have a crash log” to read them.")
+
+    def _status(self, text: str) -> None:
+        self.sig_status_changed.emit(text)

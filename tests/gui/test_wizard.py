@@ -1,0 +1,159 @@
+"""The whole wizard, offscreen: the setup path with a real check and a real CPU run, the log
+path with a real log from the dev corpus dropped on the Start page, Back/Next and the reasons
+for skipped steps, copy to clipboard, and the remembered window and Python."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from PySide6.QtCore import QCoreApplication, QEvent, QMimeData, QPointF, Qt, QUrl
+from PySide6.QtGui import QDropEvent
+from PySide6.QtWidgets import QApplication
+
+from tests.conftest import CORPUS
+from tests.gui.conftest import CHECK_TIMEOUT_MS, SCREENSHOT_DIR, child_processes
+from tfdoctor.core import flow
+from tfdoctor.core.bench.supervisor import SupervisorOptions
+from tfdoctor.core.model import Target
+from tfdoctor.gui.main_window import MainWindow
+
+pytestmark = pytest.mark.slow
+RUN_TIMEOUT_MS = 240_000
+
+
+@pytest.fixture
+def window(qtbot, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
+    monkeypatch.setenv("TFDOCTOR_STATE_DIR", str(tmp_path / "state"))
+    w = MainWindow(autostart=False)
+    w.bench_page.base_options = SupervisorOptions(sample_every_s=0.1, guard_mb=0, stall_s=30)
+    w.resize(1280, 860)
+    w.show()
+    yield w
+    for page in (w.check_page, w.bench_page):
+        page.shutdown()
+    qtbot.waitUntil(lambda: not w.check_page.running and not w.bench_page.running, timeout=60_000)
+    w.close()
+    w.deleteLater()
+    QCoreApplication.sendPostedEvents(None, QEvent.Type.DeferredDelete)
+
+
+def corpus_body(label: str, tmp_path: Path) -> tuple[Path, str]:
+    """A real dev-corpus log without its label header, as the user's file."""
+    for f in sorted(CORPUS.glob("*.txt")):
+        head, _, body = f.read_text(errors="replace").partition("\n---\n")
+        if f"label: {label}" in head:
+            out = tmp_path / f"{f.stem}.log"
+            out.write_text(body)
+            return out, label
+    raise AssertionError(label)
+
+
+def drop_file(widget, path: Path) -> None:  # type: ignore[no-untyped-def]
+    md = QMimeData()
+    md.setUrls([QUrl.fromLocalFile(str(path))])
+    pos = QPointF(widget.width() / 2, widget.height() / 2)
+    enter = QDropEvent(pos, Qt.DropAction.CopyAction, md, Qt.MouseButton.NoButton,
+                       Qt.KeyboardModifier.NoModifier)  # fmt: skip
+    widget.dropEvent(enter)
+
+
+def test_the_log_door_with_a_dropped_real_log(qtbot, window, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    log, label = corpus_body("host_oom", tmp_path)
+    drop_file(window.start_page, log)
+    assert [lg.name for lg in window.session.logs] == [log.name]
+    window.start_page.log_door.click()
+    assert window.current_step == "diagnosis"  # checks and reproduce skipped on this path
+    qtbot.waitUntil(lambda: not window.diagnosis_page.busy_now, timeout=30_000)
+    ranked = window.diagnosis_page.ranked
+    assert ranked and ranked[0].cause.id == label
+    card = window.diagnosis_page.causes.cards()[0]
+    assert card.expanded and label not in card.finding.title  # people's words, not ids
+    assert window.next_button.isEnabled() and "Fix" in window.next_button.text()
+    card.copy_to_clipboard()
+    text = QApplication.clipboard().text()
+    assert card.finding.title in text and "Evidence:" in text
+    window.back()
+    assert window.current_step == "start"
+    # the skipped steps stay reachable and say why they were skipped
+    item = window.steps.item(flow.STEPS.index("checks"))
+    assert item.flags() & Qt.ItemFlag.ItemIsEnabled and "optional" in item.toolTip()
+    window.next()
+    window.next()
+    assert window.current_step == "fix"
+    assert window.fix_page.list.count() >= 1
+    window.grab().save(os.path.join(SCREENSHOT_DIR, "tfdoctor-wizard-fix.png"))
+
+
+def test_the_setup_door_with_a_real_check_and_a_real_run(qtbot, window) -> None:  # type: ignore[no-untyped-def]
+    window.autorun = True
+    with qtbot.waitSignal(window.check_page.bridge.sig_check_finished, timeout=CHECK_TIMEOUT_MS):
+        window.start_page.setup_door.click()
+        assert window.current_step == "checks"
+    assert window.session.check is not None
+    window.next()
+    assert window.current_step == "reproduce"
+    bench = window.bench_page
+    assert bench.device.currentData() == "cpu"  # suggested: TF sees no GPU here
+    assert "CPU" in window.step_note.text()
+    bench.steps.setValue(20)
+    bench.preset.setCurrentIndex(bench.preset.findData("mlp"))
+    with qtbot.waitSignal(bench.bridge.sig_finished, timeout=RUN_TIMEOUT_MS):
+        bench.start_button.click()
+    assert window.session.bench is not None and window.session.telemetry
+    assert window.session.bench.outcome.status == "completed"
+    window.next()
+    assert window.current_step == "diagnosis"
+    qtbot.waitUntil(lambda: not window.diagnosis_page.busy_now, timeout=30_000)
+    # a healthy run on a healthy setup: nothing is blamed for the start-up notices
+    assert all(r.cause.confidence < 0.5 for r in window.diagnosis_page.ranked)
+    assert window.diagnosis_page.summary.text()
+    while window.next_button.isEnabled() and window.current_step != "export":
+        window.next()
+    assert window.current_step == "export"
+    out = Path(SCREENSHOT_DIR) / "tfdoctor-session-test.json"
+    assert window.export_page.save(str(out))
+    assert '"outcome"' in out.read_text()
+    assert child_processes() == []
+
+
+def test_a_python_without_tensorflow_closes_reproduce_with_the_reason(
+    qtbot, window, bare_python: str
+) -> None:  # type: ignore[no-untyped-def]
+    window.autorun = True
+    window.start_page.add_target(Target(python=bare_python, label="bare venv", kind="path"))
+    assert window.session.target.python == bare_python
+    with qtbot.waitSignal(window.check_page.bridge.sig_check_finished, timeout=CHECK_TIMEOUT_MS):
+        window.start_page.setup_door.click()
+    item = window.steps.item(flow.STEPS.index("reproduce"))
+    assert not item.flags() & Qt.ItemFlag.ItemIsEnabled
+    assert "TensorFlow does not import" in item.toolTip()
+    window.next()
+    assert window.current_step == "diagnosis"  # reproduce skipped
+    window.back()
+    assert window.current_step == "checks"
+
+
+def test_the_window_remembers_its_size_and_the_python(qtbot, bare_python: str) -> None:  # type: ignore[no-untyped-def]
+    w = MainWindow(autostart=False)
+    w.show()
+    w.resize(1234, 777)
+    w.start_page.add_target(Target(python=bare_python, label="bare venv", kind="path"))
+    w.close()
+    again = MainWindow(autostart=False)
+    qtbot.addWidget(again)
+    again.show()
+    assert again.session.target is not None and again.session.target.python == bare_python
+    assert again.size().width() == 1234
+
+
+def test_keyboard_back_and_next(qtbot, window, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    log, _ = corpus_body("gpu_oom", tmp_path)
+    window.start_page.add_log_file(str(log))
+    window.start_page.log_door.click()
+    qtbot.waitUntil(lambda: not window.diagnosis_page.busy_now, timeout=30_000)
+    qtbot.keyClick(window, Qt.Key.Key_Left, Qt.KeyboardModifier.AltModifier)
+    assert window.current_step == "start"
+    qtbot.keyClick(window, Qt.Key.Key_Right, Qt.KeyboardModifier.AltModifier)
+    assert window.current_step == "diagnosis"
