@@ -231,6 +231,12 @@ class BenchPage(QWidget):
         self.device = QComboBox(work)
         self.device.addItem("GPU", "gpu")
         self.device.addItem("CPU only", "cpu")
+        self.preset.setToolTip("The model to train (synthetic data, no downloads)")
+        self.data.setToolTip(
+            "In-RAM array: the whole dataset in memory at once (how many notebooks load data); "
+            "tf.data stream: batches made on the fly with prefetch"
+        )
+        self.device.setToolTip("Train on the GPU (when TensorFlow sees one) or only the CPU")
         f.addRow("Preset", self.preset)
         f.addRow("Batch size", self.batch)
         f.addRow("Steps", self.steps)
@@ -250,9 +256,15 @@ class BenchPage(QWidget):
         self.allocator = QComboBox(knobs)
         self.allocator.addItem("BFC (default)", "default")
         self.allocator.addItem("cuda_malloc_async", "cuda_malloc_async")
+        self.allocator.setToolTip(
+            "TF_GPU_ALLOCATOR: cuda_malloc_async fragments less and returns memory to the driver"
+        )
         self.mixed = QCheckBox("Mixed precision (float16)", knobs)
+        self.mixed.setToolTip("About half the activation memory; faster on compute capability 7+")
         self.xla = QCheckBox("XLA (jit_compile)", knobs)
+        self.xla.setToolTip("Compile the model with XLA: less memory and faster, or ptxas trouble")
         self.eager = QCheckBox("Run eagerly", knobs)
+        self.eager.setToolTip("No tf.function: slow, but shows whether tracing is the problem")
         self.accum = self._spin(knobs, 1, 1024, 1, "gradient accumulation steps")
         k.addRow(self.memory_growth)
         k.addRow("GPU memory limit", self.gpu_limit)
@@ -274,6 +286,10 @@ class BenchPage(QWidget):
             "runs out."
         )
         self.find_max = QCheckBox("Find the largest batch size", safety)
+        self.find_max.setToolTip(
+            "Grow the batch until it fails, then bisect: the largest batch that trains cleanly, "
+            "and a recommendation with a 10% margin"
+        )
         self.max_batch = self._spin(safety, 1, 1 << 20, 8192, "largest batch to try")
         s.addRow("Worker RAM cap", self.ram_cap)
         s.addRow(self.find_max)
@@ -282,8 +298,10 @@ class BenchPage(QWidget):
 
         buttons = QHBoxLayout()
         self.start_button = QPushButton("Start", box)
+        self.start_button.setToolTip("Run the benchmark in a supervised worker process")
         self.start_button.setObjectName("runButton")
         self.stop_button = QPushButton("Stop", box)
+        self.stop_button.setToolTip("Stop the run: the worker and everything it started")
         buttons.addWidget(self.start_button)
         buttons.addWidget(self.stop_button)
         col.addLayout(buttons)

@@ -8,6 +8,7 @@ with the fixes issue). Export: save the session (the report issue fills the rest
 
 from __future__ import annotations
 
+import html
 import json
 import logging
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -17,10 +18,9 @@ from PySide6.QtWidgets import (
     QFileDialog,
     QHBoxLayout,
     QLabel,
-    QListWidget,
-    QListWidgetItem,
     QProgressBar,
     QPushButton,
+    QTextBrowser,
     QVBoxLayout,
     QWidget,
 )
@@ -175,29 +175,37 @@ class FixPage(QWidget):
         super().__init__(parent)
         self.setObjectName("fixPage")
         self.session = session
+        self.fix_ids: list[str] = []
         root = _page(
             self,
             "Fix",
-            "What to change, for the causes and findings above. Each fix has an id that "
-            "tfdoctor uses everywhere; applying them with one click comes in a later version.",
+            "What to change, for the causes and findings above, most important first. Each "
+            "fix has an id tfdoctor uses everywhere; applying them with one click comes in a "
+            "later version.",
         )
-        self.list = QListWidget(self)
-        self.list.setObjectName("fixList")
-        self.list.setWordWrap(True)
-        root.addWidget(self.list, 1)
+        self.view = QTextBrowser(self)
+        self.view.setObjectName("fixList")
+        self.view.setOpenLinks(False)
+        root.addWidget(self.view, 1)
 
     def refresh(self) -> None:
         fixes = catalog.fixes()
-        self.list.clear()
-        for fid, reasons in flow.proposed_fixes(self.session):
+        proposed = flow.proposed_fixes(self.session)
+        self.fix_ids = [fid for fid, _ in proposed]
+        blocks = []
+        for n, (fid, reasons) in enumerate(proposed, 1):
             fx = fixes.get(fid)
-            title = fx.title if fx else fid
-            summary = fx.summary if fx else ""
-            item = QListWidgetItem(
-                f"{title}   [{fid}]\n{summary}\nFor: {'; '.join(dict.fromkeys(reasons))}"
+            title = html.escape(fx.title if fx else fid)
+            summary = html.escape(fx.summary if fx else "")
+            why = html.escape("; ".join(dict.fromkeys(reasons)))
+            blocks.append(
+                f'<p style="margin:10px 0 2px 0"><b>{n}. {title}</b> '
+                f'<span style="color:#7a8491; font-family:monospace">'
+                f"[{html.escape(fid)}]</span></p>"
+                f'<p style="margin:0 0 2px 18px">{summary}</p>'
+                f'<p style="margin:0 0 6px 18px; color:#6b7582">For: {why}</p>'
             )
-            item.setToolTip(summary)
-            self.list.addItem(item)
+        self.view.setHtml("".join(blocks) or "<p>No fix to propose: nothing was found wrong.</p>")
 
 
 class ExportPage(QWidget):

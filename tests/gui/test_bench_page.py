@@ -144,3 +144,18 @@ def test_gpu_series_from_a_replayed_machine_are_plotted(qtbot) -> None:  # type:
     assert plot.limits["gpu0_total"].value() == 25769803776
     _, ys = plot.curves["worker_vram"].getData()
     assert ys.max() == 23622320128
+
+
+def test_every_knob_and_button_explains_itself(qtbot) -> None:  # type: ignore[no-untyped-def]
+    from PySide6.QtWidgets import QAbstractButton, QComboBox, QSpinBox, QWidget
+
+    page = BenchPage()
+    qtbot.addWidget(page)
+    kinds = (QComboBox, QSpinBox, QAbstractButton)
+    silent = [
+        w.text() if isinstance(w, QAbstractButton) else type(w).__name__
+        for w in page.findChildren(QWidget)
+        if isinstance(w, kinds) and w.isVisibleTo(page) and not w.toolTip()
+        and w.parent() is not None and not isinstance(w.parent(), QSpinBox)
+    ]  # fmt: skip
+    assert silent == []
