@@ -14,6 +14,7 @@ log = logging.getLogger(__name__)
 RESOURCES = Path(__file__).resolve().parent.parent / "resources"
 ICON_FILE = RESOURCES / "tfdoctor.svg"
 STYLE_FILE = RESOURCES / "style.qss"
+DARK_STYLE_FILE = RESOURCES / "style-dark.qss"
 
 
 def app_icon() -> QIcon:
@@ -48,10 +49,17 @@ def _drawn_icon(size: int) -> QPixmap:
     return px
 
 
-def stylesheet() -> str:
-    """The app stylesheet, or '' (the plain Fusion look) when the file is missing."""
+def stylesheet(dark: bool = False) -> str:
+    """The app stylesheet (with the dark overrides for a dark desktop), or '' (the plain
+    Fusion look) when the file is missing."""
     try:
-        return STYLE_FILE.read_text(encoding="utf-8")
+        text = STYLE_FILE.read_text(encoding="utf-8")
     except OSError:
         log.info("no stylesheet at %s; using the default look", STYLE_FILE)
         return ""
+    if dark:
+        try:
+            text += "\n" + DARK_STYLE_FILE.read_text(encoding="utf-8")
+        except OSError:
+            log.info("no dark stylesheet at %s", DARK_STYLE_FILE)
+    return text

@@ -102,7 +102,6 @@ class TelemetryPlot(QWidget):
         layout.setSpacing(2)
         self.memory = pg.PlotWidget(self, axisItems={"left": ByteAxis(orientation="left")})
         self.memory.setObjectName("memoryPlot")
-        self.memory.setBackground("w")
         self.memory.showGrid(x=False, y=True, alpha=0.25)  # a vertical grid costs a frame
         self.memory.setLabel("bottom", "time", units="s")
         self.memory.setLabel("left", "memory")
@@ -110,7 +109,6 @@ class TelemetryPlot(QWidget):
         self.legend = self.memory.addLegend(offset=(10, 10), labelTextSize="8pt")
         self.steps = pg.PlotWidget(self)
         self.steps.setObjectName("stepPlot")
-        self.steps.setBackground("w")
         self.steps.showGrid(x=False, y=True, alpha=0.25)
         self.steps.setLabel("left", "step", units="s")
         self.steps.setXLink(self.memory)
@@ -144,7 +142,7 @@ class TelemetryPlot(QWidget):
         self.markers: list[pg.InfiniteLine] = []
         self._dirty: set[str] = set()
         self.step_column = _Column()
-        self.step_curve = self.steps.plot(pen=pg.mkPen("#444444", width=1))
+        self.step_curve = self.steps.plot(pen=pg.mkPen("#8c8c8c", width=1))
         self._configure(self.step_curve)
         self.speed_label.setText("")
         self.empty_label.show()

@@ -85,3 +85,18 @@ def test_no_display_is_a_one_line_error_not_a_qt_abort() -> None:
     assert p.returncode == 2
     assert p.stderr.strip().startswith("tfdoctor: no display found")
     assert "Traceback" not in p.stderr and len(p.stderr.strip().splitlines()) == 1
+
+
+def test_a_dark_desktop_gets_the_dark_look_and_back(qapp) -> None:  # type: ignore[no-untyped-def]
+    from PySide6.QtGui import QPalette
+
+    from tfdoctor.gui.app import apply_colour_scheme
+
+    try:
+        apply_colour_scheme(qapp, dark=True)
+        assert qapp.palette().color(QPalette.ColorRole.Window).lightness() < 80
+        assert "style-dark" in assets.DARK_STYLE_FILE.name and "#1f252d" in qapp.styleSheet()
+    finally:
+        apply_colour_scheme(qapp, dark=False)
+    assert qapp.palette().color(QPalette.ColorRole.Window).lightness() > 180
+    assert "#1f252d" not in qapp.styleSheet()
