@@ -432,3 +432,55 @@ def confidence_words(conf: float) -> str:
         if conf >= 0.45
         else "possible"
     )
+
+
+CONTEXT_RADIUS = 2
+CONTEXT_MAX_FILE = 64 << 20  # files larger than this show their evidence lines alone
+
+
+def with_context(session: Session, evidence: Sequence[Evidence]) -> tuple[Evidence, ...]:
+    """Evidence lines from the user's logs with the lines around them (source "context"),
+    in log order; gaps between windows are marked with "…". Other evidence is kept as is."""
+    logs = {lg.name: lg for lg in session.logs}
+    wanted: dict[str, set[int]] = {}
+    for e in evidence:
+        if e.line and e.source in logs:
+            wanted.setdefault(e.source, set()).add(e.line)
+    if not wanted:
+        return tuple(evidence)
+    texts: dict[str, dict[int, str]] = {}
+    for name, lines in wanted.items():
+        span = {n for ln in lines for n in range(ln - CONTEXT_RADIUS, ln + CONTEXT_RADIUS + 1)}
+        texts[name] = _read_lines(logs[name], span)
+    out: list[Evidence] = []
+    for name in wanted:
+        got = texts[name]
+        last = None
+        for n in sorted(got):
+            if last is not None and n != last + 1:
+                out.append(Evidence("…", source="context"))
+            match = next((e for e in evidence if e.source == name and e.line == n), None)
+            out.append(match or Evidence(got[n], line=n, source="context"))
+            last = n
+    out += [e for e in evidence if not (e.line and e.source in wanted)]
+    return tuple(out)
+
+
+def _read_lines(log: LogInput, numbers: set[int]) -> dict[int, str]:
+    if log.path:
+        try:
+            if Path(log.path).stat().st_size > CONTEXT_MAX_FILE:
+                return {}
+            data = Path(log.path).read_bytes()
+        except OSError:
+            return {}
+    else:
+        data = log.text
+    out = {}
+    top = max(numbers)
+    for n, raw in enumerate(data.split(b"\n"), 1):
+        if n > top:
+            break
+        if n in numbers:
+            out[n] = raw.decode("utf-8", "replace").rstrip("\r")[:500]
+    return out

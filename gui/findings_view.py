@@ -29,7 +29,7 @@ from tfdoctor.gui.icons import SEVERITY_COLOURS, SEVERITY_TOOLTIPS, SEVERITY_WOR
 log = logging.getLogger(__name__)
 
 
-EVIDENCE_SHOWN = 12  # more lines than this are summarised; the report export keeps them all
+EVIDENCE_SHOWN = 30  # more lines than this are summarised; the report export keeps them all
 
 
 def _fix_titles() -> dict[str, tuple[str, str]]:
@@ -195,9 +195,16 @@ class FindingCard(QFrame):
     @staticmethod
     def _evidence_html(finding: Finding) -> str:
         rows = []
+        in_context = any(e.source == "context" for e in finding.evidence)
         for e in finding.evidence[:EVIDENCE_SHOWN]:
             where = f'<span style="color:#777">line {e.line}:</span> ' if e.line else ""
-            rows.append(f"{where}{_break_long_tokens(e.text)}")
+            text = _break_long_tokens(e.text)
+            if e.source == "context":  # the lines around a matched one, greyed
+                rows.append(f'<span style="color:#8a94a3">{where}{text}</span>')
+            elif in_context and e.line:  # the matched line, highlighted among them
+                rows.append(f"{where}<b>{text}</b>")
+            else:
+                rows.append(f"{where}{text}")
         more = len(finding.evidence) - EVIDENCE_SHOWN
         if more > 0:
             rows.append(f'<span style="color:#777">… and {more} more</span>')

@@ -34,10 +34,13 @@ from tfdoctor.gui.findings_view import FindingsView
 log = logging.getLogger(__name__)
 
 
-def ranked_as_findings(ranked: list[flow.RankedCause]) -> list[Finding]:
+def ranked_as_findings(
+    ranked: list[flow.RankedCause], session: flow.Session | None = None
+) -> list[Finding]:
     out = []
     for i, rc in enumerate(ranked):
         c = rc.cause
+        evidence = flow.with_context(session, c.evidence) if session else c.evidence
         pct = round(c.confidence * 100)
         out.append(
             Finding(
@@ -45,7 +48,7 @@ def ranked_as_findings(ranked: list[flow.RankedCause]) -> list[Finding]:
                 Severity.ERROR if i == 0 else Severity.WARNING,
                 f"{c.title} — {flow.confidence_words(c.confidence)} ({pct}%)",
                 f"{c.explanation} Seen in: {', '.join(rc.sources)}.",
-                c.evidence,
+                evidence,
                 c.fixes,
                 "cause",
             )
@@ -144,7 +147,7 @@ class DiagnosisPage(QWidget):
             self.summary.setText(f"The diagnosis failed: {exc}")
             return
         self.causes.clear()
-        for f in ranked_as_findings(self.ranked):
+        for f in ranked_as_findings(self.ranked, self.session):
             self.causes.add_finding(f)
         if self.ranked:
             top = self.ranked[0].cause

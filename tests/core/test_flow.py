@@ -173,3 +173,21 @@ def test_confidence_words() -> None:
         "plausible",
         "possible",
     ]
+
+
+def test_evidence_comes_with_the_lines_around_it() -> None:
+    s = flow.Session(door=flow.DOOR_LOG)
+    lines = [f"step {i}" for i in range(1, 30)]
+    lines[19] = "Killed"
+    s.add_log("run.txt", ("\n".join(lines) + "\n").encode())
+    cause = flow.combined_causes(s)[0].cause
+    assert cause.id == "host_oom"
+    ev = flow.with_context(s, cause.evidence)
+    assert [(e.line, e.source) for e in ev] == [
+        (18, "context"),
+        (19, "context"),
+        (20, "run.txt"),
+        (21, "context"),
+        (22, "context"),
+    ]
+    assert ev[0].text == "step 18" and ev[2].text == "Killed"
