@@ -202,6 +202,39 @@ def build_parser() -> argparse.ArgumentParser:
     )
     mon.add_argument("--csv", action="store_true", help="one CSV row per sample")
 
+    fx = sub.add_parser(
+        "fixes",
+        help="list, apply and undo configuration fixes",
+        description="Config fixes go into a Jupyter kernelspec (a copy named '<name> "
+        "(tfdoctor)' by default), a conda environment's activate hooks, a shell file to "
+        "source, or a notebook preamble. Every change is backed up and can be undone.",
+    )
+    fsub = fx.add_subparsers(dest="fixes_command", metavar="ACTION", required=True)
+    fl = fsub.add_parser("list", help="the fix catalog")
+    fl.add_argument("--json", action="store_true", help="print as JSON")
+    fa = fsub.add_parser("apply", help="apply config fixes")
+    fa.add_argument("fix_ids", nargs="+", metavar="FIX", help="fix ids (see `fixes list`)")
+    where = fa.add_mutually_exclusive_group(required=True)
+    where.add_argument("--kernel", metavar="NAME", help="a Jupyter kernelspec")
+    where.add_argument("--conda", metavar="PREFIX", help="a conda environment's folder")
+    where.add_argument("--env-file", metavar="PATH", help="a shell file to source")
+    where.add_argument(
+        "--preamble", action="store_true", help="print the notebook cell to run first"
+    )
+    fa.add_argument(
+        "--in-place", action="store_true", help="edit the kernelspec itself, not a copy"
+    )
+    fa.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a fix parameter, e.g. memory_limit_mb=6000 or gpu=1",
+    )
+    fu = fsub.add_parser("undo", help="undo the last apply (or the one with this id)")
+    fu.add_argument("record", nargs="?", metavar="ID", help="an id from `fixes history`")
+    fsub.add_parser("history", help="what was applied, newest last")
+
     e = sub.add_parser(
         "envs",
         help="list Python environments to check (kernelspecs, conda envs, running kernels)",
@@ -250,6 +283,8 @@ def main(argv: Sequence[str] | None = None, open_app: OpenApp | None = None) -> 
             return cmd_bench(args)
         if args.command == "monitor":
             return cmd_monitor(args)
+        if args.command == "fixes":
+            return cmd_fixes(args)
         if args.command == "capture":
             return cmd_capture(args)
     except KeyboardInterrupt:
@@ -781,6 +816,76 @@ def cmd_monitor(args: argparse.Namespace) -> int:
         show()  # what arrived after the last look: the printout matches the recorded trace
         if tty:
             print()
+    return EXIT_OK
+
+
+def cmd_fixes(args: argparse.Namespace) -> int:
+    from tfdoctor.core import fixes
+    from tfdoctor.core.knowledge import catalog
+
+    if args.fixes_command == "list":
+        known = catalog.fixes()
+        if args.json:
+            rows = [
+                {
+                    "id": f.id,
+                    "kind": f.kind,
+                    "title": f.title,
+                    "summary": f.summary,
+                    "risk": f.risk,
+                    "undo": f.undo,
+                    "applicable": f.applicable,
+                    "env": dict(f.env),
+                    "unset": list(f.unset),
+                    "params": dict(f.params),
+                }
+                for f in known.values()
+            ]
+            json.dump({"schema": 1, "fixes": rows}, sys.stdout, indent=2)
+            sys.stdout.write("\n")
+            return EXIT_OK
+        for f in known.values():
+            mark = "apply" if f.applicable else f.kind
+            print(f"{f.id:28} [{mark:6}] {f.title}")
+        return EXIT_OK
+    if args.fixes_command == "history":
+        for rec in fixes.history():
+            state = "undone" if rec.get("undone") else "applied"
+            print(f"{rec['id']}  {rec['time']}  {state:7}  {','.join(rec['fixes'])} -> "
+                  f"{rec['what']} {rec['target']}")  # fmt: skip
+        return EXIT_OK
+    try:
+        if args.fixes_command == "undo":
+            rec = fixes.undo(args.record)
+            print(f"undone {rec['id']}: {', '.join(rec['fixes'])} on {rec['target']}")
+            return EXIT_OK
+        params = {}
+        for item in args.set:
+            key, sep, value = item.partition("=")
+            if not sep or not key:
+                return _fail(f"--set {item!r}: expected NAME=VALUE")
+            params[key] = value
+        plan = fixes.plan(args.fix_ids, params)
+        if args.preamble:
+            sys.stdout.write(fixes.preamble_text(plan))
+            return EXIT_OK
+        if args.kernel:
+            rec = fixes.apply_to_kernelspec(plan, args.kernel, in_place=args.in_place)
+        elif args.conda:
+            rec = fixes.apply_to_conda(plan, args.conda)
+        else:
+            rec = fixes.apply_to_env_file(plan, args.env_file)
+    except fixes.FixError as exc:
+        return _fail(str(exc))
+    if rec.get("changed") is False:
+        print(f"already applied: {rec['target']} has these settings")
+    else:
+        print(f"applied {', '.join(plan.fix_ids)} to {rec['target']} (undo: tfdoctor fixes "
+              f"undo {rec['id']})")  # fmt: skip
+        if plan.preamble:
+            print("also paste this as the notebook's first cell (tfdoctor fixes apply ... "
+                  "--preamble prints it):")  # fmt: skip
+            sys.stdout.write(plan.preamble)
     return EXIT_OK
 
 

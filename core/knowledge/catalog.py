@@ -19,10 +19,29 @@ class CatalogError(Exception):
 
 @dataclass(frozen=True)
 class Fix:
+    """A fix. Config fixes say what they change: `env` (variables to set; values may name
+    `params` as {name}), `unset` (variables to remove), `preamble` (Python to run before
+    TensorFlow touches the GPU, for settings no variable can make)."""
+
     id: str
     kind: str
     title: str
     summary: str
+    risk: str = ""
+    undo: str = ""
+    env: tuple[tuple[str, str], ...] = ()
+    unset: tuple[str, ...] = ()
+    preamble: str = ""
+    params: tuple[tuple[str, str], ...] = ()  # name -> default value
+
+    @property
+    def applicable(self) -> bool:
+        """Whether tfdoctor can apply it (to a kernelspec, conda env, env file, preamble)."""
+        return bool(self.env or self.unset or self.preamble)
+
+
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_PARAM_REF = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
 @dataclass(frozen=True)
@@ -54,9 +73,36 @@ def load_fixes(path: Path = HERE / "fixes.toml") -> dict[str, Fix]:
     out: dict[str, Fix] = {}
     for i, row in enumerate(load_toml(path).get("fix", [])):
         try:
-            fix = Fix(str(row["id"]), str(row["kind"]), str(row["title"]), str(row["summary"]))
+            env = row.get("env", {})
+            params = row.get("params", {})
+            if not isinstance(env, dict) or not isinstance(params, dict):
+                raise CatalogError(f"{path.name}: fix #{i + 1}: env and params must be tables")
+            fix = Fix(
+                str(row["id"]),
+                str(row["kind"]),
+                str(row["title"]),
+                str(row["summary"]),
+                risk=str(row.get("risk", "")),
+                undo=str(row.get("undo", "")),
+                env=tuple((str(k), str(v)) for k, v in env.items()),
+                unset=tuple(str(v) for v in row.get("unset", [])),
+                preamble=str(row.get("preamble", "")).strip("\n"),
+                params=tuple((str(k), str(v)) for k, v in params.items()),
+            )
         except KeyError as exc:
             raise CatalogError(f"{path.name}: fix #{i + 1} lacks {exc}") from None
+        names = [k for k, _ in fix.env] + list(fix.unset)
+        bad = [n for n in names if not _ENV_NAME.match(n)]
+        if bad:
+            raise CatalogError(f"{path.name}: fix {fix.id!r}: bad variable name {bad[0]!r}")
+        declared = {k for k, _ in fix.params}
+        used = {m for text in [v for _, v in fix.env] + [fix.preamble]
+                for m in _PARAM_REF.findall(text)}  # fmt: skip
+        if used - declared:
+            missing = ", ".join(sorted(used - declared))
+            raise CatalogError(f"{path.name}: fix {fix.id!r} uses undeclared params: {missing}")
+        if fix.applicable and fix.kind != "config":
+            raise CatalogError(f"{path.name}: fix {fix.id!r} changes settings but is {fix.kind}")
         if fix.kind not in FIX_KINDS:
             raise CatalogError(f"{path.name}: fix {fix.id!r} has unknown kind {fix.kind!r}")
         if fix.id in out:

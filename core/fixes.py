@@ -1,0 +1,427 @@
+"""Apply config fixes where the crash happens, reversibly: a Jupyter kernelspec, a conda
+environment, a shell env file, or a notebook preamble.
+
+Every write is atomic (temp file, fsync, rename), backs up what it replaces, is idempotent
+(applying twice changes nothing more), and is recorded in an undo log so that
+`tfdoctor fixes undo` puts every byte back. A target that is not what it should be (a
+kernel.json that is not JSON, a read-only folder) is refused with one line and nothing
+changes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import json
+import os
+import re
+import shlex
+import shutil
+import tempfile
+import uuid
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tfdoctor.core.knowledge import catalog
+
+LOG_NAME = "undo.jsonl"
+CONDA_HOOK = "tfdoctor.sh"
+CLONE_SUFFIX = "-tfdoctor"
+_PARAM_REF = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
+_SAFE_PARAM = re.compile(r"^[A-Za-z0-9_./:=,+@%-]{1,4096}$")
+
+
+class FixError(Exception):
+    """A fix cannot be applied or undone; the message is one line for people."""
+
+
+def state_dir() -> Path:
+    env = os.environ.get("TFDOCTOR_STATE_DIR")
+    if env:
+        return Path(env)
+    state = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(state) / "tfdoctor"
+
+
+# --------------------------------------------------------------------------- planning
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What a set of fixes changes, parameters filled in."""
+
+    fix_ids: tuple[str, ...]
+    env: dict[str, str] = field(default_factory=dict)
+    unset: tuple[str, ...] = ()
+    preamble: str = ""
+
+    @property
+    def empty(self) -> bool:
+        return not (self.env or self.unset or self.preamble)
+
+
+def plan(fix_ids: Iterable[str], params: Mapping[str, str] | None = None) -> Plan:
+    """The changes of config fixes, with `params` (else each fix's defaults) filled in.
+
+    Raises:
+        FixError: an unknown fix, one tfdoctor cannot apply (code, commands, actions), a
+            parameter value that is not a plain token, or two fixes that disagree.
+    """
+    known = catalog.fixes()
+    params = dict(params or {})
+    for k, v in params.items():
+        if not _SAFE_PARAM.match(v):
+            raise FixError(
+                f"parameter {k}: {v!r} is not a plain value (letters, digits, ./:=,+@%-)"
+            )
+    env: dict[str, str] = {}
+    unset: list[str] = []
+    preambles: list[str] = []
+    ids = list(dict.fromkeys(fix_ids))
+    if not ids:
+        raise FixError("no fix given")
+    for fid in ids:
+        fix = known.get(fid)
+        if fix is None:
+            raise FixError(f"unknown fix {fid!r} (see `tfdoctor fixes list`)")
+        if not fix.applicable:
+            raise FixError(
+                f"{fid} is a {fix.kind} fix: tfdoctor shows it but cannot apply it ({fix.summary})"
+            )
+        values = {**dict(fix.params), **{k: v for k, v in params.items() if k in dict(fix.params)}}
+
+        def fill(text: str, values: dict[str, str] = values) -> str:
+            return _PARAM_REF.sub(lambda m: values.get(m.group(1), m.group(0)), text)
+
+        for k, v in fix.env:
+            value = fill(v)
+            if k in env and env[k] != value:
+                raise FixError(f"{fid} sets {k}={value} but another fix sets {k}={env[k]}")
+            env[k] = value
+        unset += [u for u in fix.unset if u not in unset]
+        if fix.preamble:
+            preambles.append(f"# {fix.title} [{fid}]\n{fill(fix.preamble)}")
+    clash = set(env) & set(unset)
+    if clash:
+        raise FixError(f"the fixes both set and unset {', '.join(sorted(clash))}")
+    preamble = ""
+    if preambles:
+        preamble = (
+            "# tfdoctor preamble: run this cell first, before anything imports TensorFlow\n"
+            + "\n\n".join(preambles)
+            + "\n"
+        )
+    return Plan(tuple(ids), env, tuple(unset), preamble)
+
+
+# --------------------------------------------------------------------------- safe writes
+
+
+def atomic_write(path: Path, data: bytes, mode: int | None = None) -> None:
+    """Replace `path` with `data` so that readers see the old file or the new, never half.
+
+    Raises:
+        OSError: the folder is missing or not writable, the disk is full.
+    """
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        if mode is not None:
+            os.chmod(tmp, mode)
+        elif path.exists():
+            os.chmod(tmp, path.stat().st_mode & 0o7777)
+        os.replace(tmp, path)
+        with contextlib.suppress(OSError):  # the rename itself, durably
+            dfd = os.open(path.parent, os.O_RDONLY)
+            try:
+                os.fsync(dfd)
+            finally:
+                os.close(dfd)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+@dataclass
+class _Change:
+    path: str
+    backup: str | None  # None: the file did not exist (undo deletes it)
+    created_dirs: list[str] = field(default_factory=list)
+
+
+class _Transaction:
+    """Files written for one apply, with backups; recorded in the undo log at the end."""
+
+    def __init__(self, what: str, fix_ids: tuple[str, ...], target: str) -> None:
+        self.id = datetime.datetime.now().strftime("%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:6]
+        self.what, self.fix_ids, self.target = what, fix_ids, target
+        self.changes: list[_Change] = []
+        self.backup_dir = state_dir() / "backups" / self.id
+
+    def write(self, path: Path, data: bytes, mode: int | None = None) -> bool:
+        """Write if different; False when the file already had exactly this content."""
+        try:
+            if path.exists() and path.read_bytes() == data:
+                return False
+        except OSError as exc:
+            raise FixError(f"cannot read {path}: {exc.strerror or exc}") from None
+        created: list[str] = []
+        parent = path.parent
+        missing = []
+        while not parent.exists():
+            missing.append(parent)
+            parent = parent.parent
+        try:
+            for d in reversed(missing):
+                d.mkdir()
+                created.append(str(d))
+            backup = None
+            if path.exists():
+                self.backup_dir.mkdir(parents=True, exist_ok=True)
+                backup = str(self.backup_dir / f"{len(self.changes)}-{path.name}")
+                shutil.copy2(path, backup)
+            atomic_write(path, data, mode)
+        except OSError as exc:
+            raise FixError(f"cannot write {path}: {exc.strerror or exc}") from None
+        self.changes.append(_Change(str(path), backup, created))
+        return True
+
+    def commit(self) -> dict[str, Any] | None:
+        if not self.changes:
+            return None
+        rec = {
+            "id": self.id,
+            "time": datetime.datetime.now().isoformat(timespec="seconds"),
+            "what": self.what,
+            "fixes": list(self.fix_ids),
+            "target": self.target,
+            "changes": [c.__dict__ for c in self.changes],
+        }
+        log = state_dir() / LOG_NAME
+        try:
+            log.parent.mkdir(parents=True, exist_ok=True)
+            with log.open("a", encoding="utf-8") as fh:
+                fh.write(json.dumps(rec) + "\n")
+                fh.flush()
+                os.fsync(fh.fileno())
+        except OSError as exc:
+            raise FixError(f"applied, but the undo log {log} could not be written: {exc}") from None
+        return rec
+
+
+def history() -> list[dict[str, Any]]:
+    """The undo log, oldest first (records already undone carry "undone": true)."""
+    log = state_dir() / LOG_NAME
+    if not log.exists():
+        return []
+    out: list[dict[str, Any]] = []
+    undone: set[str] = set()
+    for line in log.read_text(encoding="utf-8", errors="replace").splitlines():
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            continue  # a torn last line after a crash
+        if isinstance(rec, dict) and rec.get("undo_of"):
+            undone.add(str(rec["undo_of"]))
+        elif isinstance(rec, dict) and "id" in rec:
+            out.append(rec)
+    for rec in out:
+        rec["undone"] = rec["id"] in undone
+    return out
+
+
+def undo(record_id: str | None = None) -> dict[str, Any]:
+    """Put back what one apply changed (default: the newest not yet undone).
+
+    Raises:
+        FixError: nothing to undo, an unknown id, or a file that cannot be restored.
+    """
+    recs = [r for r in history() if not r["undone"]]
+    if not recs:
+        raise FixError("nothing to undo")
+    rec = recs[-1] if record_id is None else next((r for r in recs if r["id"] == record_id), None)
+    if rec is None:
+        raise FixError(f"no applied fix with id {record_id!r} (see `tfdoctor fixes history`)")
+    for ch in reversed(rec["changes"]):
+        path = Path(ch["path"])
+        try:
+            if ch.get("backup"):
+                atomic_write(path, Path(ch["backup"]).read_bytes())
+            else:
+                path.unlink(missing_ok=True)
+                for d in reversed(ch.get("created_dirs") or []):
+                    with contextlib.suppress(OSError):
+                        Path(d).rmdir()  # only when empty
+        except OSError as exc:
+            raise FixError(f"cannot restore {path}: {exc.strerror or exc}") from None
+    log = state_dir() / LOG_NAME
+    with log.open("a", encoding="utf-8") as fh:
+        stamp = datetime.datetime.now().isoformat(timespec="seconds")
+        fh.write(json.dumps({"undo_of": rec["id"], "time": stamp}) + "\n")
+    return rec
+
+
+# --------------------------------------------------------------------------- where fixes go
+
+
+def _kernelspec_dir(name: str) -> Path:
+    try:
+        from jupyter_client.kernelspec import KernelSpecManager
+    except ImportError:
+        raise FixError("jupyter_client is not installed: no kernelspecs to change") from None
+    # find_kernel_specs lists folders without parsing them: a broken kernel.json is found,
+    # then refused by _read_kernel_json with a clear message
+    found = KernelSpecManager().find_kernel_specs()
+    if name not in found:
+        raise FixError(f"no Jupyter kernelspec named {name!r} (see `tfdoctor envs`)")
+    return Path(found[name])
+
+
+def _user_kernels_dir() -> Path:
+    """The user's own kernelspec folder (honours JUPYTER_DATA_DIR): clones go there, so a
+    kernel installed system-wide can be fixed without root."""
+    from jupyter_core.paths import jupyter_data_dir
+
+    return Path(jupyter_data_dir()) / "kernels"
+
+
+def _read_kernel_json(d: Path) -> dict[str, Any]:
+    path = d / "kernel.json"
+    try:
+        spec = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise FixError(f"cannot read {path}: {exc.strerror or exc}") from None
+    except ValueError as exc:
+        raise FixError(f"{path} is not valid JSON ({exc}); nothing was changed") from None
+    if not isinstance(spec, dict) or not isinstance(spec.get("argv"), list):
+        raise FixError(f"{path} is not a kernelspec (no argv list); nothing was changed")
+    if not isinstance(spec.get("env", {}), dict):
+        raise FixError(f"{path}: its env is not a JSON object; nothing was changed")
+    return spec
+
+
+def _spec_bytes(spec: dict[str, Any]) -> bytes:
+    return (json.dumps(spec, indent=1, ensure_ascii=False) + "\n").encode("utf-8")
+
+
+def apply_to_kernelspec(p: Plan, name: str, *, in_place: bool = False) -> dict[str, Any]:
+    """Set the plan's variables in a kernelspec's env block.
+
+    By default a copy "<display name> (tfdoctor)" is made next to the user's kernel (named
+    "<name>-tfdoctor") so the original stays untouched; `in_place` edits the original.
+    Preambles cannot go into a kernelspec: they are refused here (use the notebook preamble).
+
+    Returns the undo record (None-like {"changed": False} when already applied).
+    Raises:
+        FixError: no such kernelspec, a malformed kernel.json, a read-only folder.
+    """
+    if p.preamble and not (p.env or p.unset):
+        raise FixError("these fixes are Python code: paste the notebook preamble instead")
+    src = _kernelspec_dir(name)
+    spec = _read_kernel_json(src)
+    if in_place:
+        dest = src
+    else:
+        dest = _user_kernels_dir() / (name + CLONE_SUFFIX)
+        if dest.exists():
+            spec = _read_kernel_json(dest)
+        else:
+            base = str(spec.get("display_name") or name)
+            spec["display_name"] = f"{base} (tfdoctor)"
+    env = dict(spec.get("env") or {})
+    env.update(p.env)
+    for k in p.unset:
+        env.pop(k, None)
+    spec["env"] = env
+    if not spec["env"]:
+        spec.pop("env")
+    tx = _Transaction("kernelspec", p.fix_ids, str(dest))
+    if not in_place and not (dest / "kernel.json").exists():
+        for item in src.iterdir():  # logos and other resources
+            if item.is_file() and item.name != "kernel.json":
+                tx.write(dest / item.name, item.read_bytes())
+    tx.write(dest / "kernel.json", _spec_bytes(spec))
+    rec = tx.commit()
+    return rec or {"changed": False, "target": str(dest)}
+
+
+def _sh_hook(p: Plan) -> tuple[bytes, bytes]:
+    """activate.d / deactivate.d scripts: set the variables, remembering and restoring the
+    values they had (or their absence)."""
+    act = ["# written by tfdoctor: fixes " + ", ".join(p.fix_ids)]
+    deact = ["# written by tfdoctor: undoes its activate.d/tfdoctor.sh"]
+    for k in sorted(set(p.env) | set(p.unset)):
+        saved = f"_TFDOCTOR_SAVED_{k}"
+        act.append(
+            f'if [ -n "${{{k}+x}}" ]; then export {saved}="${{{k}}}"; '
+            f"else export {saved}=__tfdoctor_unset__; fi"
+        )
+        if k in p.env:
+            act.append(f"export {k}={shlex.quote(p.env[k])}")
+        else:
+            act.append(f"unset {k}")
+        deact.append(
+            f'if [ "${{{saved}-}}" = __tfdoctor_unset__ ]; then unset {k}; '
+            f'elif [ -n "${{{saved}+x}}" ]; then export {k}="${{{saved}}}"; fi; unset {saved}'
+        )
+    return ("\n".join(act) + "\n").encode(), ("\n".join(deact) + "\n").encode()
+
+
+def apply_to_conda(p: Plan, prefix: str | Path) -> dict[str, Any]:
+    """activate.d / deactivate.d hooks in a conda environment (bash, zsh, sh).
+
+    Raises:
+        FixError: not a conda environment (no conda-meta), a read-only folder, a preamble-only plan.
+    """
+    env_dir = Path(prefix)
+    if not (env_dir / "conda-meta").is_dir():
+        raise FixError(f"{env_dir} is not a conda environment (no conda-meta folder)")
+    if not (p.env or p.unset):
+        raise FixError("these fixes are Python code: paste the notebook preamble instead")
+    act, deact = _sh_hook(p)
+    tx = _Transaction("conda", p.fix_ids, str(env_dir))
+    tx.write(env_dir / "etc" / "conda" / "activate.d" / CONDA_HOOK, act, 0o644)
+    tx.write(env_dir / "etc" / "conda" / "deactivate.d" / CONDA_HOOK, deact, 0o644)
+    return tx.commit() or {"changed": False, "target": str(env_dir)}
+
+
+def env_file_text(p: Plan) -> str:
+    lines = [f"# tfdoctor: fixes {', '.join(p.fix_ids)}; use with: source this-file"]
+    lines += [f"export {k}={shlex.quote(v)}" for k, v in sorted(p.env.items())]
+    lines += [f"unset {k}" for k in p.unset]
+    return "\n".join(lines) + "\n"
+
+
+def apply_to_env_file(p: Plan, path: str | Path) -> dict[str, Any]:
+    """A shell file to `source` before starting Jupyter or the script.
+
+    Raises:
+        FixError: the folder is missing or read-only, or the plan is Python code only.
+    """
+    if not (p.env or p.unset):
+        raise FixError("these fixes are Python code: paste the notebook preamble instead")
+    target = Path(path)
+    if not target.parent.is_dir():
+        raise FixError(f"cannot write {target}: folder {target.parent} does not exist")
+    tx = _Transaction("env_file", p.fix_ids, str(target))
+    tx.write(target, env_file_text(p).encode(), 0o644)
+    return tx.commit() or {"changed": False, "target": str(target)}
+
+
+def preamble_text(p: Plan) -> str:
+    """The notebook's first cell: the variables (set before TF is imported) and the code."""
+    lines = [f"# tfdoctor: fixes {', '.join(p.fix_ids)} (run before importing TensorFlow)"]
+    if p.env or p.unset:
+        lines.append("import os")
+        lines += [f"os.environ[{k!r}] = {v!r}" for k, v in sorted(p.env.items())]
+        lines += [f"os.environ.pop({k!r}, None)" for k in p.unset]
+    text = "\n".join(lines) + "\n"
+    if p.preamble:
+        text += "\n" + p.preamble
+    return text

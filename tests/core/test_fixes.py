@@ -1,0 +1,244 @@
+"""Config fixes applied for real: kernelspecs read by a real ipykernel, conda hooks sourced by
+a real shell, hostile values that must not inject, undo to the byte, crash-safe writes."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tfdoctor.core import fixes
+from tfdoctor.core.knowledge import catalog
+
+HOSTILE = "a b 'q' \"d\" $(touch PWNED) `touch PWNED2` ; rm -rf x \\ end"
+
+
+@pytest.fixture
+def jupyter(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A private Jupyter data dir holding one real kernelspec for this Python."""
+    data = tmp_path / "jupyter"
+    spec_dir = data / "kernels" / "tfd-test"
+    spec_dir.mkdir(parents=True)
+    spec = {
+        "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+        "display_name": "TF test kernel",
+        "language": "python",
+        "env": {"KEEP_ME": "1"},
+    }
+    (spec_dir / "kernel.json").write_text(json.dumps(spec, indent=1))
+    (spec_dir / "logo-32x32.png").write_bytes(b"\x89PNG fake logo")
+    monkeypatch.setenv("JUPYTER_DATA_DIR", str(data))
+    monkeypatch.setenv("JUPYTER_PATH", str(data))
+    monkeypatch.setenv("TFDOCTOR_STATE_DIR", str(tmp_path / "state"))
+    return spec_dir
+
+
+def kernel_env(kernel_name: str, names: list[str]) -> dict[str, str | None]:
+    """Start the kernelspec as Jupyter would and read variables inside the running kernel."""
+    from jupyter_client import KernelManager
+
+    km = KernelManager(kernel_name=kernel_name)
+    km.start_kernel()
+    try:
+        kc = km.client()
+        kc.start_channels()
+        kc.wait_for_ready(timeout=60)
+        code = f"import os, json; print(json.dumps({{k: os.environ.get(k) for k in {names!r}}}))"
+        out: list[str] = []
+        kc.execute_interactive(
+            code,
+            timeout=60,
+            output_hook=lambda msg: (
+                out.append(msg["content"].get("text", "")) if msg["msg_type"] == "stream" else None
+            ),
+        )
+        kc.stop_channels()
+        return json.loads("".join(out))
+    finally:
+        km.shutdown_kernel(now=True)
+
+
+def test_a_kernelspec_copy_sets_the_variables_in_a_real_kernel(jupyter: Path) -> None:
+    original = (jupyter / "kernel.json").read_bytes()
+    rec = fixes.apply_to_kernelspec(fixes.plan(["memory_growth", "verbose_tf_logging"]), "tfd-test")
+    clone = jupyter.parent / "tfd-test-tfdoctor"
+    spec = json.loads((clone / "kernel.json").read_text())
+    assert spec["display_name"] == "TF test kernel (tfdoctor)"
+    assert spec["env"] == {
+        "KEEP_ME": "1",
+        "TF_FORCE_GPU_ALLOW_GROWTH": "true",
+        "TF_CPP_MIN_LOG_LEVEL": "0",
+    }
+    assert (clone / "logo-32x32.png").read_bytes() == b"\x89PNG fake logo"
+    assert (jupyter / "kernel.json").read_bytes() == original  # the user's kernel untouched
+    seen = kernel_env("tfd-test-tfdoctor", ["TF_FORCE_GPU_ALLOW_GROWTH", "KEEP_ME"])
+    assert seen == {"TF_FORCE_GPU_ALLOW_GROWTH": "true", "KEEP_ME": "1"}
+    # applying again changes nothing; undo removes the copy entirely
+    assert fixes.apply_to_kernelspec(fixes.plan(["memory_growth"]), "tfd-test")["changed"] is False
+    assert fixes.undo(rec["id"])["id"] == rec["id"]
+    assert not clone.exists()
+    with pytest.raises(fixes.FixError, match="nothing to undo"):
+        fixes.undo()
+
+
+def test_in_place_edit_and_undo_to_the_byte(jupyter: Path) -> None:
+    path = jupyter / "kernel.json"
+    original = path.read_bytes()
+    fixes.apply_to_kernelspec(fixes.plan(["pick_gpu"], {"gpu": "1"}), "tfd-test", in_place=True)
+    env = json.loads(path.read_text())["env"]
+    assert env["CUDA_VISIBLE_DEVICES"] == "1" and env["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"
+    fixes.apply_to_kernelspec(fixes.plan(["unset_cuda_visible_devices"]), "tfd-test", in_place=True)
+    assert "CUDA_VISIBLE_DEVICES" not in json.loads(path.read_text())["env"]
+    fixes.undo()
+    fixes.undo()
+    assert path.read_bytes() == original
+    assert [r["undone"] for r in fixes.history()] == [True, True]
+
+
+def test_a_broken_kernel_json_is_refused_and_left_alone(jupyter: Path) -> None:
+    path = jupyter / "kernel.json"
+    path.write_text('{"argv": ["python", ')
+    with pytest.raises(fixes.FixError, match="not valid JSON"):
+        fixes.apply_to_kernelspec(fixes.plan(["memory_growth"]), "tfd-test", in_place=True)
+    assert path.read_text() == '{"argv": ["python", '
+    with pytest.raises(fixes.FixError, match="no Jupyter kernelspec named"):
+        fixes.apply_to_kernelspec(fixes.plan(["memory_growth"]), "nope")
+
+
+def test_a_read_only_kernelspec_folder_is_refused(tmp_path: Path, jupyter: Path) -> None:
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "tmpfs", str(ro)], capture_output=True).returncode:
+        pytest.skip("cannot mount a file system here (not root)")
+    try:
+        spec_dir = ro / "kernels" / "ro-kernel"
+        spec_dir.mkdir(parents=True)
+        (spec_dir / "kernel.json").write_text(json.dumps({"argv": ["python"], "env": {}}))
+        subprocess.run(["mount", "-o", "remount,ro", str(ro)], check=True)
+        os.environ["JUPYTER_PATH"] = f"{ro}{os.pathsep}{os.environ['JUPYTER_PATH']}"
+        before = (spec_dir / "kernel.json").read_bytes()
+        with pytest.raises(fixes.FixError, match="cannot write"):
+            fixes.apply_to_kernelspec(fixes.plan(["memory_growth"]), "ro-kernel", in_place=True)
+        assert (spec_dir / "kernel.json").read_bytes() == before
+        assert fixes.history() == []
+        # the default (a copy in the user's own folder) works for a read-only system kernel
+        fixes.apply_to_kernelspec(fixes.plan(["memory_growth"]), "ro-kernel")
+        assert (jupyter.parent / "ro-kernel-tfdoctor" / "kernel.json").exists()
+    finally:
+        subprocess.run(["umount", str(ro)], capture_output=True)
+
+
+def bash(script: str, cwd: Path) -> str:
+    return subprocess.run(
+        ["bash", "-c", script], cwd=cwd, capture_output=True, text=True, check=True, timeout=30
+    ).stdout
+
+
+def test_conda_hooks_set_and_restore_in_a_real_shell(tmp_path: Path, jupyter: Path) -> None:
+    env = tmp_path / "envs" / "tf"
+    (env / "conda-meta").mkdir(parents=True)
+    plan = fixes.plan(["memory_growth", "unset_cuda_visible_devices"])
+    fixes.apply_to_conda(plan, env)
+    act = env / "etc/conda/activate.d/tfdoctor.sh"
+    deact = env / "etc/conda/deactivate.d/tfdoctor.sh"
+    out = bash(
+        f"export CUDA_VISIBLE_DEVICES=-1; unset TF_FORCE_GPU_ALLOW_GROWTH; . '{act}'; "
+        'echo "in:${TF_FORCE_GPU_ALLOW_GROWTH}:${CUDA_VISIBLE_DEVICES-unset}"; '
+        f". '{deact}'; "
+        'echo "out:${TF_FORCE_GPU_ALLOW_GROWTH-unset}:${CUDA_VISIBLE_DEVICES-unset}"',
+        tmp_path,
+    )
+    assert out.split() == ["in:true:unset", "out:unset:-1"]
+    fixes.undo()
+    assert not act.exists() and not deact.exists()
+    assert not (env / "etc").exists()  # the folders it created went too
+    with pytest.raises(fixes.FixError, match="not a conda environment"):
+        fixes.apply_to_conda(plan, tmp_path)
+
+
+def test_hostile_values_cannot_inject(tmp_path: Path, jupyter: Path) -> None:
+    plan = fixes.Plan(("test",), {"TFD_HOSTILE": HOSTILE})
+    env = tmp_path / "envs" / "x"
+    (env / "conda-meta").mkdir(parents=True)
+    fixes.apply_to_conda(plan, env)
+    sh = tmp_path / "fix.sh"
+    fixes.apply_to_env_file(plan, sh)
+    for script in (env / "etc/conda/activate.d/tfdoctor.sh", sh):
+        out = bash(f". '{script}'; printf %s \"$TFD_HOSTILE\"", tmp_path)
+        assert out == HOSTILE
+    assert not list(tmp_path.glob("PWNED*"))
+    fixes.apply_to_kernelspec(plan, "tfd-test")
+    assert kernel_env("tfd-test-tfdoctor", ["TFD_HOSTILE"]) == {"TFD_HOSTILE": HOSTILE}
+    preamble = fixes.preamble_text(plan)
+    ns: dict[str, object] = {}
+    exec(compile(preamble, "preamble", "exec"), ns)  # the notebook cell, run for real
+    assert os.environ.pop("TFD_HOSTILE") == HOSTILE
+    with pytest.raises(fixes.FixError, match="not a plain value"):
+        fixes.plan(["pick_gpu"], {"gpu": "0; rm -rf /"})
+
+
+CRASHER = """
+import sys
+from tfdoctor.core import fixes
+i = 0
+while True:
+    gpu = "0" if i % 2 else "1"
+    fixes.apply_to_kernelspec(fixes.plan(["pick_gpu"], {"gpu": gpu}), "tfd-test", in_place=True)
+    i += 1
+    if i == 3:
+        print("running", flush=True)
+"""
+
+
+def test_a_kill_in_the_middle_of_an_apply_leaves_the_old_or_the_new_file(jupyter: Path) -> None:
+    path = jupyter / "kernel.json"
+    for delay in (0.05, 0.13, 0.31):
+        proc = subprocess.Popen([sys.executable, "-c", CRASHER], stdout=subprocess.PIPE, text=True)
+        assert proc.stdout is not None and proc.stdout.readline() == "running\n"
+        time.sleep(delay)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        spec = json.loads(path.read_text())  # whole JSON, never half a file
+        assert spec["env"]["CUDA_VISIBLE_DEVICES"] in ("0", "1")
+    # the undo log may end in a torn line: it is skipped, the complete records stay usable
+    recs = fixes.history()
+    assert recs and all(r["fixes"] == ["pick_gpu"] for r in recs)
+    fixes.undo()
+    assert json.loads(path.read_text())["env"]["CUDA_VISIBLE_DEVICES"] in ("0", "1")
+
+
+def test_only_config_fixes_apply_and_unknown_ones_are_named() -> None:
+    with pytest.raises(fixes.FixError, match="code fix"):
+        fixes.plan(["stream_tf_data"])
+    with pytest.raises(fixes.FixError, match="unknown fix"):
+        fixes.plan(["make_it_work"])
+    p = fixes.plan(["memory_limit"], {"memory_limit_mb": "6000"})
+    assert "memory_limit=6000" in p.preamble and not p.env
+    assert all(f.risk and f.undo for f in catalog.fixes().values() if f.applicable)
+
+
+def test_cli_apply_history_undo_and_bad_input(tmp_path: Path, jupyter: Path) -> None:
+    tfd = str(Path(sys.executable).with_name("tfdoctor"))
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([tfd, "fixes", *args], capture_output=True, text=True, timeout=60)
+
+    ok = run("apply", "async_allocator", "--kernel", "tfd-test")
+    assert ok.returncode == 0 and "undo" in ok.stdout, ok.stderr
+    assert "applied" in run("history").stdout
+    assert run("undo").returncode == 0
+    for args in (
+        ["apply", "stream_tf_data", "--kernel", "tfd-test"],
+        ["apply", "pick_gpu", "--set", "gpu", "--kernel", "tfd-test"],
+        ["apply", "memory_growth", "--conda", str(tmp_path)],
+        ["undo"],
+    ):
+        bad = run(*args)
+        assert bad.returncode == 2, args
+        assert len(bad.stderr.strip().splitlines()) == 1 and "Traceback" not in bad.stderr
