@@ -235,6 +235,21 @@ def build_parser() -> argparse.ArgumentParser:
     fu.add_argument("record", nargs="?", metavar="ID", help="an id from `fixes history`")
     fsub.add_parser("history", help="what was applied, newest last")
 
+    ex = sub.add_parser(
+        "export-fix",
+        help="write a script that applies fixes where the crash happens",
+        description="A shell (sh), PowerShell (ps1) or Python (py, the notebook preamble) "
+        "script for the given fixes, or for the config fixes of the given causes. The shell "
+        "scripts are dry runs unless run with --apply (-Apply); --undo (-Undo) takes them back.",
+    )
+    ex.add_argument("--format", choices=["sh", "ps1", "py"], default="sh")
+    ex.add_argument("--fixes", nargs="+", default=[], metavar="FIX", help="fix ids")
+    ex.add_argument(
+        "--causes", nargs="+", default=[], metavar="CAUSE", help="cause ids from a diagnosis"
+    )
+    ex.add_argument("--set", action="append", default=[], metavar="NAME=VALUE")
+    ex.add_argument("-o", "--output", metavar="FILE", help="write here (default: stdout)")
+
     e = sub.add_parser(
         "envs",
         help="list Python environments to check (kernelspecs, conda envs, running kernels)",
@@ -285,6 +300,8 @@ def main(argv: Sequence[str] | None = None, open_app: OpenApp | None = None) -> 
             return cmd_monitor(args)
         if args.command == "fixes":
             return cmd_fixes(args)
+        if args.command == "export-fix":
+            return cmd_export_fix(args)
         if args.command == "capture":
             return cmd_capture(args)
     except KeyboardInterrupt:
@@ -886,6 +903,41 @@ def cmd_fixes(args: argparse.Namespace) -> int:
             print("also paste this as the notebook's first cell (tfdoctor fixes apply ... "
                   "--preamble prints it):")  # fmt: skip
             sys.stdout.write(plan.preamble)
+    return EXIT_OK
+
+
+def cmd_export_fix(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from tfdoctor.core import export
+    from tfdoctor.core.fixes import FixError
+    from tfdoctor.core.scan import atomic_write_text
+
+    params = {}
+    for item in args.set:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            return _fail(f"--set {item!r}: expected NAME=VALUE")
+        params[key] = value
+    if not args.fixes and not args.causes:
+        return _fail("name --fixes or --causes (see `tfdoctor fixes list`)")
+    try:
+        text = export.export(args.format, args.fixes, args.causes, params)
+    except FixError as exc:
+        return _fail(str(exc))
+    if not args.output:
+        sys.stdout.write(text)
+        return EXIT_OK
+    out = Path(args.output)
+    if not out.parent.is_dir():
+        return _fail(f"cannot write {out}: folder {out.parent} does not exist")
+    try:
+        atomic_write_text(out, text)
+        if args.format == "sh":
+            out.chmod(0o755)
+    except OSError as exc:
+        return _fail(f"cannot write {out}: {exc.strerror or exc}")
+    print(f"wrote {out}")
     return EXIT_OK
 
 
