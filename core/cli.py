@@ -179,6 +179,15 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="S",
         help="no new step for S seconds while training is a hang (default 60)",
     )
+    b.add_argument(
+        "--verify-fix",
+        nargs="+",
+        metavar="FIX",
+        help="run twice, without and with these fixes, and compare (e.g. stream_tf_data)",
+    )
+    b.add_argument(
+        "--set", action="append", default=[], metavar="NAME=VALUE", help="a fix parameter"
+    )
     b.add_argument("--fault", choices=sorted(FAULTS), help=argparse.SUPPRESS)
     b.add_argument("--fault-at-step", type=int, default=2, help=argparse.SUPPRESS)
     b.add_argument("--json", action="store_true", help="print the result as JSON")
@@ -567,6 +576,22 @@ def cmd_bench(args: argparse.Namespace) -> int:
     result: list[BenchResult] = []
     errors: list[str] = []
 
+    params = {}
+    for item in args.set:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            return _fail(f"--set {item!r}: expected NAME=VALUE")
+        params[key] = value
+    if args.verify_fix:
+        from tfdoctor.core.bench.verify import fixed_run
+        from tfdoctor.core.fixes import FixError
+
+        try:
+            fixed_run(target, config, args.verify_fix, params)
+        except FixError as exc:
+            return _fail(str(exc))
+        return _verify_fix(args, target, config, options, params)
+
     def work() -> None:
         try:
             if args.find_max_batch:
@@ -599,6 +624,56 @@ def cmd_bench(args: argparse.Namespace) -> int:
         paint = Painter(sys.stdout, force=False if args.no_color else None)
         sys.stdout.write(render_bench(res, paint))
     return EXIT_OK if res.outcome.status == "completed" else EXIT_FINDINGS
+
+
+def _verify_fix(
+    args: argparse.Namespace,
+    target: Target,
+    config: Any,
+    options: Any,
+    params: dict[str, str],
+) -> int:
+    from tfdoctor.core.bench.verify import verify
+
+    if sys.stderr.isatty() and not args.json:
+        print("  running without the fix, then with it…", file=sys.stderr)
+    v = verify(target, config, args.verify_fix, params, options)
+    if args.json:
+        json.dump(v.to_json(), sys.stdout, indent=2, default=str)
+        sys.stdout.write("\n")
+        return EXIT_OK if v.after["survived"] else EXIT_FINDINGS
+    rows = (
+        ("outcome", "status"),
+        ("peak VRAM", "peak_vram_bytes"),
+        ("peak TF memory", "peak_tf_bytes"),
+        ("peak worker RSS", "peak_rss_bytes"),
+        ("peak RAM used", "peak_ram_used_bytes"),
+        ("steps/s", "steps_per_s"),
+    )
+    print(f"tfdoctor bench — verify {', '.join(args.verify_fix)}")
+    print(f"  {'':18}{'before':>22}{'after':>22}")
+    for label, key in rows:
+        cells = []
+        for side in (v.before, v.after):
+            val = side.get(key)
+            if key.endswith("_bytes"):
+                cells.append(_mib(val) if val else "-")
+            elif isinstance(val, float):
+                cells.append(f"{val:.2f}")
+            else:
+                cells.append(str(val if val is not None else "-"))
+        print(f"  {label:18}{cells[0]:>22}{cells[1]:>22}")
+    for note in v.notes:
+        print(f"  note: {note}")
+    verdict = (
+        "fixed: the run died before and survives with the fix"
+        if v.fixed
+        else "the run survives with the fix"
+        if v.after["survived"]
+        else "not fixed: the run still fails with the fix"
+    )
+    print(f"  {verdict}")
+    return EXIT_OK if v.after["survived"] else EXIT_FINDINGS
 
 
 class _BenchProgress:

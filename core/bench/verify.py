@@ -1,0 +1,165 @@
+"""Apply and verify: re-run the same benchmark with a fix and compare before and after.
+
+A fix becomes benchmark knobs (memory growth, a GPU memory limit, the async allocator, mixed
+precision, a smaller batch, XLA, streaming data) or environment variables for the worker
+(logging, GPU choice, XLA's CUDA folder). The comparison says whether the run survived, and
+its peak VRAM, peak TF memory, peak RAM and speed, side by side, with both runs' telemetry.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+from tfdoctor.core.bench.config import BenchConfig
+from tfdoctor.core.bench.supervisor import BenchResult, SupervisorOptions, run_bench
+from tfdoctor.core.events import EventBuffer
+from tfdoctor.core.fixes import FixError, plan
+from tfdoctor.core.knowledge import catalog
+from tfdoctor.core.model import Target
+from tfdoctor.core.telemetry import Timeline
+
+
+def fixed_run(
+    target: Target, config: BenchConfig, fix_ids: list[str], params: dict[str, str] | None = None
+) -> tuple[Target, BenchConfig, list[str]]:
+    """The target and config with the fixes in effect, and notes on fixes a benchmark
+    cannot show.
+
+    Raises:
+        FixError: an unknown fix, or none of the fixes changes the benchmark.
+    """
+    params = dict(params or {})
+    known = catalog.fixes()
+    cfg = config
+    env = dict(target.env)
+    notes: list[str] = []
+    changed = False
+    for fid in fix_ids:
+        if fid not in known:
+            raise FixError(f"unknown fix {fid!r}")
+        if fid == "memory_growth":
+            cfg = dataclasses.replace(cfg, memory_growth=True, memory_limit_mb=None)
+        elif fid == "memory_limit":
+            mb = params.get("memory_limit_mb", dict(known[fid].params).get("memory_limit_mb"))
+            try:
+                cfg = dataclasses.replace(cfg, memory_limit_mb=int(str(mb)), memory_growth=False)
+            except ValueError:
+                raise FixError(f"memory_limit_mb must be a number of MB, not {mb!r}") from None
+        elif fid == "async_allocator":
+            cfg = dataclasses.replace(cfg, allocator="cuda_malloc_async")
+        elif fid == "mixed_precision":
+            cfg = dataclasses.replace(cfg, mixed_precision=True)
+        elif fid == "xla_toggle":
+            cfg = dataclasses.replace(cfg, jit_compile=not cfg.jit_compile)
+        elif fid == "stream_tf_data":
+            cfg = dataclasses.replace(cfg, data="stream")
+        elif fid == "smaller_batch":
+            size = params.get("batch_size")
+            try:
+                batch = int(size) if size else max(1, int(cfg.batch_size * 0.5))
+            except ValueError:
+                raise FixError(f"batch_size must be a whole number, not {size!r}") from None
+            cfg = dataclasses.replace(cfg, batch_size=batch)
+        elif known[fid].applicable and (known[fid].env or known[fid].unset):
+            p = plan([fid], params)
+            env.update(p.env)
+            for k in p.unset:
+                env.pop(k, None)
+        else:
+            notes.append(f"{fid}: not something a benchmark run can show ({known[fid].summary})")
+            continue
+        changed = True
+    if not changed:
+        raise FixError("none of these fixes changes how the benchmark runs: nothing to verify")
+    return dataclasses.replace(target, env=tuple(env.items())), cfg.validate(), notes
+
+
+def summary(result: BenchResult, items: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
+    """One run's numbers for the side-by-side table."""
+    m = result.metrics
+    gpu_peak = max(
+        (int(g.get("used") or 0) for k, i in items if k == "sample" for g in i.get("gpus") or []),
+        default=None,
+    )
+    tf_peak = m.get("tf_peak_bytes") or {}
+    return {
+        "status": result.outcome.status,
+        "survived": result.outcome.status == "completed",
+        "detail": result.outcome.detail,
+        "config": result.config.describe(),
+        "peak_vram_bytes": gpu_peak,
+        "peak_tf_bytes": max(tf_peak.values()) if tf_peak else None,
+        "peak_rss_bytes": m.get("rss_peak_bytes"),
+        "peak_ram_used_bytes": m.get("ram_used_peak_bytes"),
+        "steps_per_s": m.get("steady_steps_per_s"),
+        "causes": [c.id for c in result.diagnosis.causes],
+    }
+
+
+@dataclass
+class Verification:
+    fix_ids: list[str]
+    before: dict[str, Any]
+    after: dict[str, Any]
+    notes: list[str]
+    before_result: BenchResult
+    after_result: BenchResult
+    before_telemetry: list[tuple[str, dict[str, Any]]]
+    after_telemetry: list[tuple[str, dict[str, Any]]]
+
+    @property
+    def fixed(self) -> bool:
+        """The run died before and survives with the fix."""
+        return not self.before["survived"] and bool(self.after["survived"])
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "schema": 1,
+            "fixes": self.fix_ids,
+            "fixed": self.fixed,
+            "before": self.before,
+            "after": self.after,
+            "notes": self.notes,
+        }
+
+
+def verify(
+    target: Target,
+    config: BenchConfig,
+    fix_ids: list[str],
+    params: dict[str, str] | None = None,
+    options: SupervisorOptions | None = None,
+    *,
+    before: tuple[BenchResult, list[tuple[str, dict[str, Any]]]] | None = None,
+    events: EventBuffer[tuple[str, Any]] | None = None,
+    cancel: threading.Event | None = None,
+) -> Verification:
+    """Run the benchmark without (unless `before` is given) and with the fixes.
+
+    Raises:
+        FixError: fixes the benchmark cannot show (see fixed_run).
+        targetrun.TargetError, ConfigError: as run_bench.
+    """
+    fixed_target, fixed_config, notes = fixed_run(target, config, fix_ids, params)
+    if before is None:
+        tl = Timeline()
+        res = run_bench(target, config, options, events=events, cancel=cancel, timeline=tl)
+        before = (res, [item for _, item in tl.since(0)])
+    tl_after = Timeline()
+    after = run_bench(
+        fixed_target, fixed_config, options, events=events, cancel=cancel, timeline=tl_after
+    )
+    after_items = [item for _, item in tl_after.since(0)]
+    return Verification(
+        list(fix_ids),
+        summary(before[0], before[1]),
+        summary(after, after_items),
+        notes,
+        before[0],
+        after,
+        before[1],
+        after_items,
+    )
