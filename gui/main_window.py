@@ -164,6 +164,7 @@ class MainWindow(QMainWindow):
         for page in (self.start_page, self.check_page, self.bench_page, self.diagnosis_page):
             page.sig_status_changed.connect(self._on_page_status_changed)
         self.export_page.sig_status_changed.connect(self._on_page_status_changed)
+        self.fix_page.sig_status_changed.connect(self._on_page_status_changed)
         self.start_page.sig_door_chosen.connect(self._on_door_chosen)
         self.start_page.sig_target_changed.connect(self._on_target_changed)
         self.start_page.sig_logs_changed.connect(self.update_steps)

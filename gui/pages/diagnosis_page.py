@@ -12,24 +12,30 @@ import html
 import json
 import logging
 from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
 
-from PySide6.QtCore import QTimer, Signal
+from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtWidgets import (
+    QApplication,
     QFileDialog,
+    QFrame,
     QHBoxLayout,
     QLabel,
     QProgressBar,
     QPushButton,
-    QTextBrowser,
+    QScrollArea,
     QVBoxLayout,
     QWidget,
 )
 
-from tfdoctor.core import flow
+from tfdoctor.core import fixes, flow
+from tfdoctor.core.bench import verify as verify_mod
+from tfdoctor.core.bench.supervisor import SupervisorOptions
 from tfdoctor.core.knowledge import catalog
 from tfdoctor.core.model import Finding, Severity
 from tfdoctor.core.scan import atomic_write_text
 from tfdoctor.gui.findings_view import FindingsView
+from tfdoctor.gui.telemetry_plot import format_bytes
 
 log = logging.getLogger(__name__)
 
@@ -171,44 +177,243 @@ class DiagnosisPage(QWidget):
         self.sig_status_changed.emit(text)
 
 
+class FixRow(QFrame):
+    """One proposed fix: what it changes and why, with its one-click actions."""
+
+    def __init__(self, fix: catalog.Fix, reasons: list[str], parent: QWidget) -> None:
+        super().__init__(parent)
+        self.fix = fix
+        self.setObjectName("findingCard")
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(12, 8, 12, 8)
+        lay.setSpacing(3)
+        head = f"<b>{html.escape(fix.title)}</b> "
+        head += f'<span style="color:#7a8491">[{html.escape(fix.id)}]</span>'
+        title = QLabel(head, self)
+        title.setWordWrap(True)
+        lay.addWidget(title)
+        text = html.escape(fix.summary)
+        if fix.risk:
+            text += f"<br><i>Risk:</i> {html.escape(fix.risk)}"
+        if fix.undo:
+            text += f"<br><i>Undo:</i> {html.escape(fix.undo)}"
+        body = QLabel(text, self)
+        body.setWordWrap(True)
+        body.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        lay.addWidget(body)
+        why = QLabel("For: " + html.escape("; ".join(dict.fromkeys(reasons))), self)
+        why.setObjectName("infoLabel")
+        why.setWordWrap(True)
+        lay.addWidget(why)
+        self.buttons = QHBoxLayout()
+        self.buttons.addStretch(1)
+        lay.addLayout(self.buttons)
+        self.result = QLabel(self)
+        self.result.setWordWrap(True)
+        self.result.setTextFormat(Qt.TextFormat.RichText)
+        self.result.hide()
+        lay.addWidget(self.result)
+
+    def add_button(self, text: str, tip: str, slot: Any, enabled: bool = True) -> QPushButton:
+        b = QPushButton(text, self)
+        b.setToolTip(tip)
+        b.setEnabled(enabled)
+        b.clicked.connect(slot)
+        self.buttons.addWidget(b)
+        return b
+
+    def show_result(self, text: str) -> None:
+        self.result.setText(text)
+        self.result.show()
+
+
 class FixPage(QWidget):
-    """The proposed fixes, most important first (one-click application comes later)."""
+    """The proposed fixes, most important first, each with its one-click actions: apply to
+    the kernel (as a copy), copy the notebook preamble, verify with a re-run, undo."""
+
+    sig_status_changed = Signal(str)
 
     def __init__(self, session: flow.Session, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setObjectName("fixPage")
         self.session = session
         self.fix_ids: list[str] = []
+        self.rows: dict[str, FixRow] = {}
         root = _page(
             self,
             "Fix",
-            "What to change, for the causes and findings above, most important first. Each "
-            "fix has an id tfdoctor uses everywhere; applying them with one click comes in a "
-            "later version.",
+            "What to change, for the causes and findings above, most important first. "
+            "Settings go into a copy of your Jupyter kernel (or paste the preamble as the "
+            "notebook's first cell); every change can be undone. Verify re-runs the benchmark "
+            "with the fix and shows before and after.",
         )
-        self.view = QTextBrowser(self)
-        self.view.setObjectName("fixList")
-        self.view.setOpenLinks(False)
-        root.addWidget(self.view, 1)
+        top = QHBoxLayout()
+        self.undo_button = QPushButton("Undo the last change", self)
+        self.undo_button.setToolTip("Put back the files the last applied fix changed")
+        top.addStretch(1)
+        top.addWidget(self.undo_button)
+        root.addLayout(top)
+        scroll = QScrollArea(self)
+        scroll.setWidgetResizable(True)
+        scroll.setFrameShape(QFrame.Shape.NoFrame)
+        inner = QWidget(scroll)
+        self.column = QVBoxLayout(inner)
+        self.column.setContentsMargins(0, 0, 6, 0)
+        self.column.setSpacing(6)
+        self.column.addStretch(1)
+        scroll.setWidget(inner)
+        root.addWidget(scroll, 1)
+        self.undo_button.clicked.connect(self.undo_last)
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tfdoctor-verify")
+        pool = self._pool
+        self.destroyed.connect(lambda *_: pool.shutdown(wait=False, cancel_futures=True))
+        self._verifying: tuple[str, Future[Any]] | None = None
+        self._timer = QTimer(self)
+        self._timer.setInterval(100)
+        self._timer.timeout.connect(self._on_timer)
+
+    @property
+    def verifying(self) -> bool:
+        return self._verifying is not None
 
     def refresh(self) -> None:
-        fixes = catalog.fixes()
+        for row in self.rows.values():
+            row.deleteLater()
+        self.rows.clear()
+        known = catalog.fixes()
         proposed = flow.proposed_fixes(self.session)
         self.fix_ids = [fid for fid, _ in proposed]
-        blocks = []
-        for n, (fid, reasons) in enumerate(proposed, 1):
-            fx = fixes.get(fid)
-            title = html.escape(fx.title if fx else fid)
-            summary = html.escape(fx.summary if fx else "")
-            why = html.escape("; ".join(dict.fromkeys(reasons)))
-            blocks.append(
-                f'<p style="margin:10px 0 2px 0"><b>{n}. {title}</b> '
-                f'<span style="color:#7a8491; font-family:monospace">'
-                f"[{html.escape(fid)}]</span></p>"
-                f'<p style="margin:0 0 2px 18px">{summary}</p>'
-                f'<p style="margin:0 0 6px 18px; color:#6b7582">For: {why}</p>'
+        target = self.session.target
+        kernel = target.name if target is not None and target.kind == "kernelspec" else None
+        for fid, reasons in proposed:
+            fx = known.get(fid)
+            if fx is None:
+                continue
+            row = FixRow(fx, reasons, self)
+            if fx.applicable:
+                row.add_button(
+                    "Apply to the kernel",
+                    f"Make a copy of kernel {kernel!r} with these settings, named “… (tfdoctor)”"
+                    if kernel
+                    else "Pick a Jupyter kernel on the Start page",
+                    lambda _=False, f=fid: self.apply_to_kernel(f),
+                    enabled=bool(kernel) and bool(fx.env or fx.unset),
+                )
+                row.add_button(
+                    "Copy notebook preamble",
+                    "A cell to run first in the notebook (before TensorFlow is imported)",
+                    lambda _=False, f=fid: self.copy_preamble(f),
+                )
+            if self._verifiable(fid):
+                row.add_button(
+                    "Verify with a run",
+                    "Run the same benchmark with this fix and compare with the last run",
+                    lambda _=False, f=fid: self.verify(f),
+                )
+            self.rows[fid] = row
+            self.column.insertWidget(self.column.count() - 1, row)
+        self.undo_button.setEnabled(any(not r.get("undone") for r in fixes.history()))
+
+    def _verifiable(self, fid: str) -> bool:
+        bench = self.session.bench
+        if bench is None or self.session.target is None:
+            return False
+        try:
+            verify_mod.fixed_run(self.session.target, bench.config, [fid])
+        except fixes.FixError:
+            return False
+        return True
+
+    def apply_to_kernel(self, fid: str) -> None:
+        target = self.session.target
+        if target is None or not target.name:
+            return
+        try:
+            rec = fixes.apply_to_kernelspec(fixes.plan([fid]), target.name)
+        except fixes.FixError as exc:
+            self.rows[fid].show_result(
+                f'<span style="color:#c62828">{html.escape(str(exc))}</span>'
             )
-        self.view.setHtml("".join(blocks) or "<p>No fix to propose: nothing was found wrong.</p>")
+            return
+        msg = (
+            f"Applied: start the kernel “{html.escape(rec['target'])}” in Jupyter."
+            if rec.get("changed") is not False
+            else "Already applied to the kernel copy."
+        )
+        self.rows[fid].show_result(msg)
+        self.undo_button.setEnabled(True)
+        self.sig_status_changed.emit(f"Applied {fid} to a copy of kernel {target.name}")
+
+    def copy_preamble(self, fid: str) -> None:
+        text = fixes.preamble_text(fixes.plan([fid]))
+        QApplication.clipboard().setText(text)
+        self.rows[fid].show_result("Copied: paste it as the notebook's first cell.")
+        self.sig_status_changed.emit("The notebook preamble is on the clipboard")
+
+    def undo_last(self) -> None:
+        try:
+            rec = fixes.undo()
+        except fixes.FixError as exc:
+            self.sig_status_changed.emit(str(exc))
+            self.undo_button.setEnabled(False)
+            return
+        self.sig_status_changed.emit(f"Undone: {', '.join(rec['fixes'])} on {rec['target']}")
+        self.undo_button.setEnabled(any(not r.get("undone") for r in fixes.history()))
+
+    def verify(self, fid: str) -> None:
+        bench, target = self.session.bench, self.session.target
+        if self._verifying is not None or bench is None or target is None:
+            return
+        before = (bench, list(self.session.telemetry))
+        options = SupervisorOptions(sample_every_s=0.1, memory_cap_mb=None)
+        fut = self._pool.submit(
+            verify_mod.verify, target, bench.config, [fid], None, options, before=before
+        )
+        self._verifying = (fid, fut)
+        self.rows[fid].show_result("Running the benchmark with the fix…")
+        self._timer.start()
+
+    def _on_timer(self) -> None:
+        if self._verifying is None or not self._verifying[1].done():
+            return
+        fid, fut = self._verifying
+        self._verifying = None
+        self._timer.stop()
+        try:
+            v = fut.result()
+        except Exception as exc:  # one line, never a traceback
+            log.warning("verify failed", exc_info=True)
+            self.rows[fid].show_result(f"Could not verify: {html.escape(str(exc))}")
+            return
+        self.last_verification = v
+        cells = []
+        for label, key in (
+            ("outcome", "status"),
+            ("peak VRAM", "peak_vram_bytes"),
+            ("peak TF memory", "peak_tf_bytes"),
+            ("peak RAM used", "peak_ram_used_bytes"),
+            ("steps/s", "steps_per_s"),
+        ):
+            vals = []
+            for side in (v.before, v.after):
+                x = side.get(key)
+                vals.append(
+                    format_bytes(x) if key.endswith("_bytes") and x else
+                    f"{x:.2f}" if isinstance(x, float) else str(x if x is not None else "–")
+                )  # fmt: skip
+            cells.append(f"<tr><td>{label}</td><td>{vals[0]}</td><td>{vals[1]}</td></tr>")
+        verdict = (
+            "Fixed: the run died before and survives with the fix."
+            if v.fixed
+            else "The run survives with the fix."
+            if v.after["survived"]
+            else "Not fixed: the run still fails with the fix."
+        )
+        self.rows[fid].show_result(
+            f"<b>{verdict}</b><table cellpadding='3'><tr><th></th><th>before</th>"
+            f"<th>after</th></tr>{''.join(cells)}</table>"
+        )
+        self.sig_status_changed.emit(verdict)
 
 
 class ExportPage(QWidget):
@@ -227,12 +432,19 @@ class ExportPage(QWidget):
             "logs' diagnosis. A readable report and a fix script come in a later version.",
         )
         self.save_button = QPushButton("Save session as JSON…", self)
+        self.script_button = QPushButton("Export fix script…", self)
+        self.script_button.setToolTip(
+            "A shell (.sh), PowerShell (.ps1) or Python (.py, the notebook preamble) script "
+            "with the proposed settings: dry run by default, --apply to act, --undo"
+        )
         row = QHBoxLayout()
         row.addWidget(self.save_button)
+        row.addWidget(self.script_button)
         row.addStretch(1)
         root.addLayout(row)
         root.addStretch(1)
         self.save_button.clicked.connect(self._on_save_clicked)
+        self.script_button.clicked.connect(self._on_script_clicked)
 
     def save(self, path: str) -> bool:
         try:
@@ -245,6 +457,40 @@ class ExportPage(QWidget):
             return False
         self.sig_status_changed.emit(f"Saved the session to {path}")
         return True
+
+    def export_script(self, path: str) -> bool:
+        """The proposed config fixes as a script; the format follows the file's suffix."""
+        from pathlib import Path
+
+        from tfdoctor.core import export
+
+        fmt = {".ps1": "ps1", ".py": "py"}.get(Path(path).suffix.lower(), "sh")
+        known = catalog.fixes()
+        ids = [
+            f for f, _ in flow.proposed_fixes(self.session) if known.get(f) and known[f].applicable
+        ]
+        causes = [r.cause.id for r in flow.combined_causes(self.session)] if ids else []
+        try:
+            text = export.export(fmt, ids, causes)
+            atomic_write_text(Path(path), text)
+        except fixes.FixError as exc:
+            self.sig_status_changed.emit(f"No script: {exc}")
+            return False
+        except OSError as exc:
+            self.sig_status_changed.emit(f"Cannot save {path}: {exc.strerror or exc}")
+            return False
+        self.sig_status_changed.emit(f"Wrote {path} (run it without options for a dry run)")
+        return True
+
+    def _on_script_clicked(self) -> None:
+        path, _ = QFileDialog.getSaveFileName(
+            self,
+            "Export a fix script",
+            "tfdoctor-fix.sh",
+            "Shell (*.sh);;PowerShell (*.ps1);;Notebook preamble (*.py)",
+        )
+        if path:
+            self.export_script(path)
 
     def _on_save_clicked(self) -> None:
         path, _ = QFileDialog.getSaveFileName(

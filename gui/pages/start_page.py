@@ -170,10 +170,11 @@ class StartPage(QWidget):
     def add_target(self, target: Target, select: bool = True) -> None:
         for i in range(self.target_combo.count()):
             t = self.target_combo.itemData(i, TARGET_ROLE)
-            if isinstance(t, Target) and (t.python, t.env, t.pid) == (
+            if isinstance(t, Target) and (t.python, t.env, t.pid, t.name) == (
                 target.python,
                 target.env,
                 target.pid,
+                target.name,
             ):
                 if select:
                     self.target_combo.setCurrentIndex(i)

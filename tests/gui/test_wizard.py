@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from PySide6.QtCore import QCoreApplication, QEvent, QMimeData, QPointF, Qt, QUrl
 from PySide6.QtGui import QDropEvent
-from PySide6.QtWidgets import QApplication
+from PySide6.QtWidgets import QApplication, QPushButton
 
 from tests.conftest import CORPUS
 from tests.gui.conftest import CHECK_TIMEOUT_MS, SCREENSHOT_DIR, child_processes
@@ -157,3 +157,50 @@ def test_keyboard_back_and_next(qtbot, window, tmp_path: Path) -> None:  # type:
     assert window.current_step == "start"
     qtbot.keyClick(window, Qt.Key.Key_Right, Qt.KeyboardModifier.AltModifier)
     assert window.current_step == "diagnosis"
+
+
+def test_one_click_fixes_on_the_fix_page(qtbot, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
+    """A kernelspec target: apply a fix to a copy of the kernel, copy the preamble, undo."""
+    import json
+    import sys
+
+    data = tmp_path / "jupyter"
+    spec_dir = data / "kernels" / "tf"
+    spec_dir.mkdir(parents=True)
+    (spec_dir / "kernel.json").write_text(
+        json.dumps(
+            {
+                "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+                "display_name": "TF",
+                "language": "python",
+            }
+        )
+    )
+    monkeypatch.setenv("JUPYTER_DATA_DIR", str(data))
+    monkeypatch.setenv("JUPYTER_PATH", str(data))
+    monkeypatch.setenv("TFDOCTOR_STATE_DIR", str(tmp_path / "state"))
+    w = MainWindow(autostart=False)
+    qtbot.addWidget(w)
+    w.show()
+    w.start_page.add_target(Target(python=sys.executable, label="TF", kind="kernelspec", name="tf"))
+    log, _ = corpus_body("gpu_memory_contention", tmp_path)
+    w.start_page.add_log_file(str(log))
+    w.start_page.log_door.click()
+    qtbot.waitUntil(lambda: not w.diagnosis_page.busy_now, timeout=30_000)
+    w.go("fix")
+    row = w.fix_page.rows["memory_growth"]
+    apply_button = next(b for b in row.findChildren(QPushButton) if "kernel" in b.text())
+    assert apply_button.isEnabled()
+    apply_button.click()
+    clone = data / "kernels" / "tf-tfdoctor" / "kernel.json"
+    assert json.loads(clone.read_text())["env"]["TF_FORCE_GPU_ALLOW_GROWTH"] == "true"
+    assert "Applied" in row.result.text()
+    copy = next(b for b in row.findChildren(QPushButton) if "preamble" in b.text())
+    copy.click()
+    assert "set_memory_growth" in QApplication.clipboard().text()
+    w.fix_page.undo_button.click()
+    assert not clone.exists()
+    script = tmp_path / "fix.sh"
+    assert w.export_page.export_script(str(script))
+    assert "TF_FORCE_GPU_ALLOW_GROWTH" in script.read_text()
+    assert "gpu_memory_contention" in script.read_text()
