@@ -33,6 +33,7 @@ class Fix:
     unset: tuple[str, ...] = ()
     preamble: str = ""
     params: tuple[tuple[str, str], ...] = ()  # name -> default value
+    snippet: str = ""  # code fixes: the code to paste
 
     @property
     def applicable(self) -> bool:
@@ -88,6 +89,7 @@ def load_fixes(path: Path = HERE / "fixes.toml") -> dict[str, Fix]:
                 unset=tuple(str(v) for v in row.get("unset", [])),
                 preamble=str(row.get("preamble", "")).strip("\n"),
                 params=tuple((str(k), str(v)) for k, v in params.items()),
+                snippet=str(row.get("snippet", "")).strip("\n"),
             )
         except KeyError as exc:
             raise CatalogError(f"{path.name}: fix #{i + 1} lacks {exc}") from None
@@ -101,6 +103,11 @@ def load_fixes(path: Path = HERE / "fixes.toml") -> dict[str, Fix]:
         if used - declared:
             missing = ", ".join(sorted(used - declared))
             raise CatalogError(f"{path.name}: fix {fix.id!r} uses undeclared params: {missing}")
+        if fix.snippet:
+            try:
+                compile(fix.snippet, f"{fix.id} snippet", "exec")
+            except SyntaxError as exc:
+                raise CatalogError(f"{path.name}: fix {fix.id!r}: snippet: {exc.msg}") from None
         if fix.applicable and fix.kind != "config":
             raise CatalogError(f"{path.name}: fix {fix.id!r} changes settings but is {fix.kind}")
         if fix.kind not in FIX_KINDS:
