@@ -243,6 +243,8 @@ def build_parser() -> argparse.ArgumentParser:
     fu = fsub.add_parser("undo", help="undo the last apply (or the one with this id)")
     fu.add_argument("record", nargs="?", metavar="ID", help="an id from `fixes history`")
     fsub.add_parser("history", help="what was applied, newest last")
+    fs = fsub.add_parser("show", help="one fix in full: what it changes, its risk, its code")
+    fs.add_argument("fix_id", metavar="FIX")
 
     ex = sub.add_parser(
         "export-fix",
@@ -930,6 +932,7 @@ def cmd_fixes(args: argparse.Namespace) -> int:
                     "env": dict(f.env),
                     "unset": list(f.unset),
                     "params": dict(f.params),
+                    "snippet": f.snippet,
                 }
                 for f in known.values()
             ]
@@ -939,6 +942,21 @@ def cmd_fixes(args: argparse.Namespace) -> int:
         for f in known.values():
             mark = "apply" if f.applicable else f.kind
             print(f"{f.id:28} [{mark:6}] {f.title}")
+        return EXIT_OK
+    if args.fixes_command == "show":
+        shown = catalog.fixes().get(args.fix_id)
+        if shown is None:
+            return _fail(f"unknown fix {args.fix_id!r} (see `tfdoctor fixes list`)")
+        print(f"{shown.title} [{shown.id}, {shown.kind}]\n{shown.summary}")
+        for label, text in (("risk", shown.risk), ("undo", shown.undo)):
+            if text:
+                print(f"{label}: {text}")
+        for k, v in shown.env:
+            print(f"sets {k}={v}")
+        for k in shown.unset:
+            print(f"unsets {k}")
+        if shown.preamble or shown.snippet:
+            print("\n" + (shown.preamble or shown.snippet))
         return EXIT_OK
     if args.fixes_command == "history":
         for rec in fixes.history():

@@ -304,6 +304,12 @@ class FixPage(QWidget):
                     "A cell to run first in the notebook (before TensorFlow is imported)",
                     lambda _=False, f=fid: self.copy_preamble(f),
                 )
+            if fx.snippet:
+                row.add_button(
+                    "Copy code",
+                    "The code change, to paste into your training script",
+                    lambda _=False, f=fid: self.copy_snippet(f),
+                )
             if self._verifiable(fid):
                 row.add_button(
                     "Verify with a run",
@@ -349,6 +355,11 @@ class FixPage(QWidget):
         QApplication.clipboard().setText(text)
         self.rows[fid].show_result("Copied: paste it as the notebook's first cell.")
         self.sig_status_changed.emit("The notebook preamble is on the clipboard")
+
+    def copy_snippet(self, fid: str) -> None:
+        QApplication.clipboard().setText(catalog.fixes()[fid].snippet + "\n")
+        self.rows[fid].show_result("Copied: paste it into your training code.")
+        self.sig_status_changed.emit("The code change is on the clipboard")
 
     def undo_last(self) -> None:
         try:

@@ -242,3 +242,15 @@ def test_cli_apply_history_undo_and_bad_input(tmp_path: Path, jupyter: Path) -> 
         bad = run(*args)
         assert bad.returncode == 2, args
         assert len(bad.stderr.strip().splitlines()) == 1 and "Traceback" not in bad.stderr
+
+
+def test_code_fixes_carry_code_that_compiles_and_show_prints_it() -> None:
+    known = catalog.fixes()
+    code = [f for f in known.values() if f.kind == "code"]
+    assert code and all(f.snippet for f in code)
+    for f in code:
+        compile(f.snippet, f.id, "exec")
+    tfd = str(Path(sys.executable).with_name("tfdoctor"))
+    out = subprocess.run([tfd, "fixes", "show", "gradient_accumulation"], capture_output=True,
+                         text=True, timeout=60).stdout  # fmt: skip
+    assert "gradient_accumulation_steps" in out
