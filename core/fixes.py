@@ -425,3 +425,55 @@ def preamble_text(p: Plan) -> str:
     if p.preamble:
         text += "\n" + p.preamble
     return text
+
+
+# --------------------------------------------------------------------------- environment fixes
+
+
+def commands_for(fix_id: str, facts: Any = None, python: str | None = None) -> list[str]:
+    """The exact commands (or driver requirement) of an environment fix, from the check's
+    facts: the pip command pinned to the TF version in use, the minimum driver for the CUDA
+    the build needs, the pip wheels of the wrong CUDA major to remove. Empty when unknown."""
+    from tfdoctor.core import knowledge
+
+    def fact(name: str) -> Any:
+        return facts.value(name) if facts is not None else None
+
+    py = shlex.quote(python or str(fact("target.python") or "python"))
+    tf_version = str(fact("tf.version") or "")
+    compat = knowledge.load()
+    if fix_id in ("install_tf_and_cuda", "install_gpu_tensorflow", "install_pip_cuda_libs"):
+        pinned = compat.and_cuda_install(tf_version) if tf_version else None
+        if pinned:
+            return [f"{py} -m {pinned}"]
+        return [f"{py} -m pip install 'tensorflow[and-cuda]'"]
+    if fix_id == "install_tensorflow":
+        return [f"{py} -m pip install 'tensorflow[and-cuda]'"]
+    if fix_id == "upgrade_driver":
+        cuda = str(fact("tf.build_cuda_version") or "")
+        req = compat.min_driver_for_cuda(cuda) if cuda else None
+        if req is None:
+            return []
+        have = fact("nvidia.driver_version")
+        return [
+            f"# install an NVIDIA driver >= {req.minimum} (CUDA {cuda}; "
+            f"{'this machine has ' + str(have) if have else 'no driver found'}), e.g. "
+            f"sudo apt install nvidia-driver-{req.minimum.split('.')[0]}"
+        ]
+    if fix_id == "remove_conflicting_cuda":
+        cuda_major = str(fact("tf.build_cuda_version") or "").split(".")[0]
+        wheels = fact("target.pip_nvidia") or []
+        wrong = [
+            str(w.get("name"))
+            for w in wheels
+            if isinstance(w, dict)
+            and cuda_major
+            and re.search(r"-cu(\d+)$", str(w.get("name")))
+            and not str(w.get("name")).endswith(f"-cu{cuda_major}")
+        ]
+        return (
+            [f"{py} -m pip uninstall -y " + " ".join(shlex.quote(w) for w in wrong)]
+            if wrong
+            else []
+        )
+    return []

@@ -304,6 +304,16 @@ class FixPage(QWidget):
                     "A cell to run first in the notebook (before TensorFlow is imported)",
                     lambda _=False, f=fid: self.copy_preamble(f),
                 )
+            if fx.kind == "env":
+                python = target.python if target is not None else None
+                cmds = fixes.commands_for(fid, self.session.facts(), python)
+                if cmds:
+                    row.show_result("<pre>" + html.escape("\n".join(cmds)) + "</pre>")
+                    row.add_button(
+                        "Copy command",
+                        "The exact command for this environment",
+                        lambda _=False, c="\n".join(cmds): QApplication.clipboard().setText(c),
+                    )
             if fx.snippet:
                 row.add_button(
                     "Copy code",
@@ -481,8 +491,16 @@ class ExportPage(QWidget):
             f for f, _ in flow.proposed_fixes(self.session) if known.get(f) and known[f].applicable
         ]
         causes = [r.cause.id for r in flow.combined_causes(self.session)] if ids else []
+        python = self.session.target.python if self.session.target else None
+        commands = [
+            c
+            for f, _ in flow.proposed_fixes(self.session)
+            if known.get(f) and known[f].kind == "env"
+            for c in fixes.commands_for(f, self.session.facts(), python)
+            if not c.startswith("#")
+        ]
         try:
-            text = export.export(fmt, ids, causes)
+            text = export.export(fmt, ids, causes, commands=commands)
             atomic_write_text(Path(path), text)
         except fixes.FixError as exc:
             self.sig_status_changed.emit(f"No script: {exc}")

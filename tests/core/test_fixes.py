@@ -254,3 +254,32 @@ def test_code_fixes_carry_code_that_compiles_and_show_prints_it() -> None:
     out = subprocess.run([tfd, "fixes", "show", "gradient_accumulation"], capture_output=True,
                          text=True, timeout=60).stdout  # fmt: skip
     assert "gradient_accumulation_steps" in out
+
+
+def test_environment_fixes_are_exact_commands_for_this_setup() -> None:
+    from tfdoctor.core.model import Fact, Facts
+
+    facts = Facts(
+        [
+            Fact("target.python", "/home/ana/my env/bin/python", "t"),
+            Fact("tf.version", "2.17.0", "t"),
+            Fact("tf.build_cuda_version", "12.3", "t"),
+            Fact("nvidia.driver_version", "470.82.01", "t"),
+            Fact(
+                "target.pip_nvidia",
+                [{"name": "nvidia-cudnn-cu11"}, {"name": "nvidia-cublas-cu12"}],
+                "t",
+            ),
+        ]
+    )
+    assert fixes.commands_for("install_tf_and_cuda", facts) == [
+        "'/home/ana/my env/bin/python' -m pip install 'tensorflow[and-cuda]==2.17.0'"
+    ]
+    (driver,) = fixes.commands_for("upgrade_driver", facts)
+    assert ">= 525.60.13" in driver and "470.82.01" in driver
+    assert fixes.commands_for("remove_conflicting_cuda", facts) == [
+        "'/home/ana/my env/bin/python' -m pip uninstall -y nvidia-cudnn-cu11"
+    ]
+    assert fixes.commands_for("install_tensorflow") == [
+        "python -m pip install 'tensorflow[and-cuda]'"
+    ]
