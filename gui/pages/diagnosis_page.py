@@ -308,11 +308,12 @@ class FixPage(QWidget):
                 python = target.python if target is not None else None
                 cmds = fixes.commands_for(fid, self.session.facts(), python)
                 if cmds:
+                    joined = "\n".join(cmds)
                     row.show_result("<pre>" + html.escape("\n".join(cmds)) + "</pre>")
                     row.add_button(
                         "Copy command",
                         "The exact command for this environment",
-                        lambda _=False, c="\n".join(cmds): QApplication.clipboard().setText(c),
+                        lambda _=False, c=joined: QApplication.clipboard().setText(c),
                     )
             if fx.snippet:
                 row.add_button(
