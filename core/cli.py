@@ -243,6 +243,11 @@ def build_parser() -> argparse.ArgumentParser:
     fu = fsub.add_parser("undo", help="undo the last apply (or the one with this id)")
     fu.add_argument("record", nargs="?", metavar="ID", help="an id from `fixes history`")
     fsub.add_parser("history", help="what was applied, newest last")
+    fk = fsub.add_parser(
+        "stop-process", help="stop a process holding GPU memory (a Jupyter kernel cleanly)"
+    )
+    fk.add_argument("pid", type=int, metavar="PID", help="from `tfdoctor check` or nvidia-smi")
+    fk.add_argument("--yes", action="store_true", help="do not ask for confirmation")
     fs = fsub.add_parser("show", help="one fix in full: what it changes, its risk, its code")
     fs.add_argument("fix_id", metavar="FIX")
 
@@ -942,6 +947,19 @@ def cmd_fixes(args: argparse.Namespace) -> int:
         for f in known.values():
             mark = "apply" if f.applicable else f.kind
             print(f"{f.id:28} [{mark:6}] {f.title}")
+        return EXIT_OK
+    if args.fixes_command == "stop-process":
+        if not args.yes:
+            if not sys.stdin.isatty():
+                return _fail("stopping a process needs confirmation: add --yes")
+            answer = input(f"Stop process {args.pid}? Unsaved work in it is lost. [y/N] ")
+            if answer.strip().lower() not in ("y", "yes"):
+                print("not stopped")
+                return EXIT_OK
+        try:
+            print(fixes.stop_process(args.pid))
+        except fixes.FixError as exc:
+            return _fail(str(exc))
         return EXIT_OK
     if args.fixes_command == "show":
         shown = catalog.fixes().get(args.fix_id)

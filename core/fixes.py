@@ -477,3 +477,76 @@ def commands_for(fix_id: str, facts: Any = None, python: str | None = None) -> l
             else []
         )
     return []
+
+
+# --------------------------------------------------------------------------- stop a GPU process
+
+
+def stop_process(pid: int, *, wait_s: float = 10.0) -> str:
+    """Stop a process that holds GPU memory (the caller has asked the user first).
+
+    A Jupyter kernel is shut down the way Jupyter does it: through its notebook server's
+    REST API when the server is found (the notebook then shows the kernel as stopped), else
+    with a shutdown request on the kernel's own channels. Any other process gets SIGTERM.
+    Returns one line saying what happened.
+
+    Raises:
+        FixError: no such process, not ours to stop, or it did not stop in time.
+    """
+    import signal
+    import time
+    import urllib.request
+
+    import psutil
+
+    from tfdoctor.core.probes import jupyter
+
+    try:
+        proc = psutil.Process(pid)
+        cmdline = proc.cmdline()
+    except psutil.NoSuchProcess:
+        raise FixError(f"no process {pid}") from None
+    except psutil.AccessDenied:
+        raise FixError(f"process {pid} belongs to another user: tfdoctor cannot stop it") from None
+    how = ""
+    kernel = jupyter.parse_kernel_cmdline(cmdline)
+    if kernel is not None and kernel.kernel_id:
+        server = jupyter.find_notebook_server(pid)
+        if server is not None and server.url:
+            url = server.url.rstrip("/") + f"/api/kernels/{kernel.kernel_id}"
+            req = urllib.request.Request(url, method="DELETE")
+            if server.token:
+                req.add_header("Authorization", f"token {server.token}")
+            try:
+                urllib.request.urlopen(req, timeout=5).close()
+                how = f"Jupyter kernel {kernel.kernel_id} shut down through its server"
+            except OSError:
+                how = ""
+    if not how and kernel is not None and Path(kernel.connection_file).is_file():
+        try:
+            from jupyter_client.blocking.client import BlockingKernelClient
+
+            kc = BlockingKernelClient(connection_file=kernel.connection_file)
+            kc.load_connection_file()
+            kc.start_channels()
+            kc.shutdown()
+            with contextlib.suppress(Exception):  # the reply: the request was delivered
+                kc.get_control_msg(timeout=5)
+            kc.stop_channels()
+            how = "Jupyter kernel asked to shut down on its own channels"
+        except Exception:  # a kernel that does not answer: fall back to a signal
+            how = ""
+    if not how:
+        try:
+            proc.send_signal(signal.SIGTERM)
+        except psutil.NoSuchProcess:
+            return f"process {pid} had already exited"
+        except psutil.AccessDenied:
+            raise FixError(f"not allowed to stop process {pid}") from None
+        how = f"process {pid} sent SIGTERM"
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline:
+        if not proc.is_running() or proc.status() == psutil.STATUS_ZOMBIE:
+            return how + "; it has exited and its GPU memory is free"
+        time.sleep(0.1)
+    raise FixError(f"{how}, but it is still running after {wait_s:.0f} s")

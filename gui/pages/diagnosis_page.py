@@ -21,6 +21,7 @@ from PySide6.QtWidgets import (
     QFrame,
     QHBoxLayout,
     QLabel,
+    QMessageBox,
     QProgressBar,
     QPushButton,
     QScrollArea,
@@ -304,6 +305,15 @@ class FixPage(QWidget):
                     "A cell to run first in the notebook (before TensorFlow is imported)",
                     lambda _=False, f=fid: self.copy_preamble(f),
                 )
+            if fid == "stop_gpu_process":
+                for proc in self._gpu_holders():
+                    row.add_button(
+                        f"Stop pid {proc.get('pid')}",
+                        f"{proc.get('name') or 'process'}"
+                        + (f", {proc.get('notebook_path')}" if proc.get("notebook_path") else "")
+                        + (f": holds {proc.get('used_mib')} MiB of GPU memory"),
+                        lambda _=False, pr=proc: self.stop_process(pr),
+                    )
             if fx.kind == "env":
                 python = target.python if target is not None else None
                 cmds = fixes.commands_for(fid, self.session.facts(), python)
@@ -366,6 +376,37 @@ class FixPage(QWidget):
         QApplication.clipboard().setText(text)
         self.rows[fid].show_result("Copied: paste it as the notebook's first cell.")
         self.sig_status_changed.emit("The notebook preamble is on the clipboard")
+
+    def _gpu_holders(self) -> list[dict[str, Any]]:
+        facts = self.session.facts()
+        if facts is None:
+            return []
+        out: list[dict[str, Any]] = []
+        n = facts.value("gpu.count")
+        for i in range(n if isinstance(n, int) else 0):
+            for proc in facts.value(f"gpu{i}.processes") or []:
+                if isinstance(proc, dict) and isinstance(proc.get("pid"), int):
+                    out.append(proc)
+        return out
+
+    def stop_process(self, proc: dict[str, Any]) -> None:
+        what = proc.get("notebook_path") or proc.get("name") or "this process"
+        answer = QMessageBox.question(
+            self,
+            "Stop the process?",
+            f"Stop pid {proc.get('pid')} ({what})? It holds {proc.get('used_mib')} MiB of GPU "
+            "memory. Unsaved work in it is lost.",
+        )
+        if answer != QMessageBox.StandardButton.Yes:
+            return
+        row = self.rows.get("stop_gpu_process")
+        try:
+            msg = fixes.stop_process(int(proc["pid"]))
+        except fixes.FixError as exc:
+            msg = str(exc)
+        if row is not None:
+            row.show_result(html.escape(msg))
+        self.sig_status_changed.emit(msg)
 
     def copy_snippet(self, fid: str) -> None:
         QApplication.clipboard().setText(catalog.fixes()[fid].snippet + "\n")

@@ -283,3 +283,30 @@ def test_environment_fixes_are_exact_commands_for_this_setup() -> None:
     assert fixes.commands_for("install_tensorflow") == [
         "python -m pip install 'tensorflow[and-cuda]'"
     ]
+
+
+def test_stopping_a_real_kernel_and_a_plain_process() -> None:
+    """A Jupyter kernel started as Jupyter does is asked to shut down on its own channels;
+    any other process gets SIGTERM; both exit."""
+    from jupyter_client import KernelManager
+
+    km = KernelManager(kernel_name="python3")
+    km.kernel_cmd = None
+    km.start_kernel()
+    try:
+        kc = km.client()
+        kc.start_channels()
+        kc.wait_for_ready(timeout=60)
+        kc.stop_channels()
+        pid = km.provisioner.process.pid  # type: ignore[union-attr]
+        msg = fixes.stop_process(pid)
+        assert "shut down" in msg and "exited" in msg
+        assert not km.is_alive()
+    finally:
+        if km.has_kernel:
+            km.shutdown_kernel(now=True)
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    assert "SIGTERM" in fixes.stop_process(sleeper.pid)
+    assert sleeper.wait(5) == -signal.SIGTERM
+    with pytest.raises(fixes.FixError, match="no process"):
+        fixes.stop_process(sleeper.pid + 10_000_000)
