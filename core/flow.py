@@ -405,8 +405,56 @@ def combined_causes(session: Session) -> list[RankedCause]:
     return ranked
 
 
+def suggested_params(session: Session) -> dict[str, str]:
+    """Fix parameters from what was measured: a GPU memory limit from the free VRAM and the
+    benchmark's TF peak (with 25% headroom), the batch size from the max-batch search, the
+    GPU with the most free memory."""
+    out: dict[str, str] = {}
+    facts = session.facts()
+    free: dict[int, int] = {}
+    if facts is not None:
+        n = facts.value("gpu.count")
+        for i in range(n if isinstance(n, int) else 0):
+            total, used = (
+                facts.value(f"gpu{i}.memory_total_mib"),
+                facts.value(f"gpu{i}.memory_used_mib"),
+            )
+            if isinstance(total, int) and isinstance(used, int):
+                free[i] = total - used
+    if free:
+        best = max(free, key=lambda i: free[i])
+        out["gpu"] = str(best)
+        limit = free[best] - 512  # leave room for the CUDA context and cuDNN workspaces
+        bench = session.bench
+        peaks = (bench.metrics.get("tf_peak_bytes") or {}) if bench is not None else {}
+        gpu_peak = max((v for k, v in peaks.items() if k.startswith("GPU")), default=0)
+        if gpu_peak:
+            limit = min(limit, int(gpu_peak * 1.25) >> 20)
+        if limit >= 256:
+            out["memory_limit_mb"] = str(limit)
+    rec = getattr(session.bench, "recommendation", None) if session.bench is not None else None
+    if rec and rec.get("recommended_batch"):
+        out["batch_size"] = str(rec["recommended_batch"])
+    return out
+
+
+def _fix_unsupported(fid: str, session: Session) -> bool:
+    """A fix this TensorFlow build cannot use (the async allocator needs CUDA 11.2+)."""
+    if fid != "async_allocator" or session.check is None:
+        return False
+    if _fact(session, "tf.is_cuda_build") is False:
+        return True
+    cuda = str(_fact(session, "tf.build_cuda_version") or "")
+    try:
+        major, minor = (int(x) for x in cuda.split(".")[:2])
+    except ValueError:
+        return False
+    return (major, minor) < (11, 2)
+
+
 def proposed_fixes(session: Session) -> list[tuple[str, list[str]]]:
-    """(fix id, the causes or findings it addresses), most important first."""
+    """(fix id, the causes or findings it addresses), most important first; fixes this
+    TensorFlow build cannot use are left out."""
     order: dict[str, list[str]] = {}
     if session.logs or session.bench is not None or session.telemetry:
         for rc in combined_causes(session):
@@ -416,7 +464,7 @@ def proposed_fixes(session: Session) -> list[tuple[str, list[str]]]:
         if f.severity >= Severity.WARNING:
             for fid in f.fixes:
                 order.setdefault(fid, []).append(f.title)
-    return list(order.items())
+    return [(f, why) for f, why in order.items() if not _fix_unsupported(f, session)]
 
 
 def confidence_words(conf: float) -> str:

@@ -12,6 +12,7 @@ import html
 import json
 import logging
 from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 from PySide6.QtCore import Qt, QTimer, Signal
@@ -300,6 +301,13 @@ class FixPage(QWidget):
                     lambda _=False, f=fid: self.apply_to_kernel(f),
                     enabled=bool(kernel) and bool(fx.env or fx.unset),
                 )
+                if target is not None and target.kind == "conda":
+                    row.add_button(
+                        "Apply to the conda env",
+                        "Activation hooks that set (and on deactivate restore) the variables",
+                        lambda _=False, f=fid: self.apply_to_conda(f),
+                        enabled=bool(fx.env or fx.unset),
+                    )
                 row.add_button(
                     "Copy notebook preamble",
                     "A cell to run first in the notebook (before TensorFlow is imported)",
@@ -356,7 +364,7 @@ class FixPage(QWidget):
         if target is None or not target.name:
             return
         try:
-            rec = fixes.apply_to_kernelspec(fixes.plan([fid]), target.name)
+            rec = fixes.apply_to_kernelspec(self._plan(fid), target.name)
         except fixes.FixError as exc:
             self.rows[fid].show_result(
                 f'<span style="color:#c62828">{html.escape(str(exc))}</span>'
@@ -372,10 +380,32 @@ class FixPage(QWidget):
         self.sig_status_changed.emit(f"Applied {fid} to a copy of kernel {target.name}")
 
     def copy_preamble(self, fid: str) -> None:
-        text = fixes.preamble_text(fixes.plan([fid]))
+        text = fixes.preamble_text(self._plan(fid))
         QApplication.clipboard().setText(text)
         self.rows[fid].show_result("Copied: paste it as the notebook's first cell.")
         self.sig_status_changed.emit("The notebook preamble is on the clipboard")
+
+    def _plan(self, fid: str) -> fixes.Plan:
+        """The fix with the values measured in this session (memory limit, GPU, batch)."""
+        known = dict(catalog.fixes()[fid].params)
+        params = {k: v for k, v in flow.suggested_params(self.session).items() if k in known}
+        return fixes.plan([fid], params)
+
+    def apply_to_conda(self, fid: str) -> None:
+        target = self.session.target
+        if target is None:
+            return
+        prefix = Path(target.python).resolve().parent.parent
+        try:
+            rec = fixes.apply_to_conda(self._plan(fid), prefix)
+        except fixes.FixError as exc:
+            self.rows[fid].show_result(html.escape(str(exc)))
+            return
+        self.rows[fid].show_result(
+            f"Applied to the conda environment {html.escape(str(prefix))}: "
+            "deactivate and activate it again."
+        )
+        self.undo_button.setEnabled(rec.get("changed") is not False)
 
     def _gpu_holders(self) -> list[dict[str, Any]]:
         facts = self.session.facts()
@@ -512,7 +542,6 @@ class ExportPage(QWidget):
     def save(self, path: str) -> bool:
         try:
             text = json.dumps(self.session.to_json(), indent=2, default=str)
-            from pathlib import Path
 
             atomic_write_text(Path(path), text + "\n")
         except OSError as exc:
@@ -523,8 +552,6 @@ class ExportPage(QWidget):
 
     def export_script(self, path: str) -> bool:
         """The proposed config fixes as a script; the format follows the file's suffix."""
-        from pathlib import Path
-
         from tfdoctor.core import export
 
         fmt = {".ps1": "ps1", ".py": "py"}.get(Path(path).suffix.lower(), "sh")

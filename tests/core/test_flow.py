@@ -191,3 +191,21 @@ def test_evidence_comes_with_the_lines_around_it() -> None:
         (22, "context"),
     ]
     assert ev[0].text == "step 18" and ev[2].text == "Killed"
+
+
+def test_fix_parameters_come_from_what_was_measured() -> None:
+    s = flow.Session(target=current_target())
+    s.check = report(
+        gpu__count=2,
+        gpu0__memory_total_mib=24576,
+        gpu0__memory_used_mib=23000,
+        gpu1__memory_total_mib=24576,
+        gpu1__memory_used_mib=1000,
+        tf__is_cuda_build=False,
+    )
+    params = flow.suggested_params(s)
+    assert params["gpu"] == "1" and params["memory_limit_mb"] == str(24576 - 1000 - 512)
+    s.check.findings.append(
+        Finding("x", Severity.WARNING, "fragmented", "", fixes=("async_allocator", "add_swap"))
+    )
+    assert [f for f, _ in flow.proposed_fixes(s)] == ["add_swap"]  # CPU build: no async
