@@ -55,6 +55,7 @@ class Session:
     check: Any = None  # core.scan.CheckReport
     bench: Any = None  # core.bench.supervisor.BenchResult
     telemetry: list[tuple[str, dict[str, Any]]] = field(default_factory=list)  # last run
+    bench_options: Any = None  # the SupervisorOptions of that run (its RAM cap...)
     log_diagnosis: Diagnosis | None = None
 
     def facts(self) -> Facts | None:

@@ -274,6 +274,7 @@ class MainWindow(QMainWindow):
 
     def _on_bench_finished(self, result: object) -> None:
         self.session.bench = result
+        self.session.bench_options = self.bench_page.last_options
         self.session.telemetry = [item for _, item in self.bench_page.bridge.timeline.since(0)]
         self.update_steps()
 

@@ -10,7 +10,7 @@ created once; peak downsampling and clip-to-view keep an hour at 10 Hz cheap).
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import pyqtgraph as pg
@@ -292,3 +292,68 @@ class TelemetryPlot(QWidget):
 
     def marker_labels(self) -> list[str]:
         return [str(getattr(m, "text", "")) for m in self.markers]
+
+
+def _series(items: list[tuple[str, dict[str, Any]]]) -> dict[str, tuple[list[float], list[float]]]:
+    """Per-run memory series for a comparison: worker RSS, TF in use, GPU used (summed)."""
+    out: dict[str, tuple[list[float], list[float]]] = {}
+
+    def put(name: str, t: float, v: float) -> None:
+        xs, ys = out.setdefault(name, ([], []))
+        xs.append(t)
+        ys.append(v)
+
+    for kind, item in items:
+        t = item.get("t")
+        if not isinstance(t, (int, float)):
+            continue
+        if kind == "sample":
+            rss = item.get("rss")
+            if isinstance(rss, dict) and rss:
+                put("Worker RSS", float(t), float(sum(rss.values())))
+            gpus = item.get("gpus") or []
+            if gpus:
+                put("GPU used", float(t), float(sum(int(g.get("used") or 0) for g in gpus)))
+        elif kind == "tf":
+            mems = [v for k, v in item.items() if k != "t" and isinstance(v, dict)]
+            if mems:
+                put("TF in use", float(t), float(sum(int(m.get("current") or 0) for m in mems)))
+    return out
+
+
+class ComparisonPlot(pg.PlotWidget):
+    """Two runs on one time axis: before (dashed) and after (solid), same colour per series."""
+
+    COLOURS: ClassVar[dict[str, str]] = {
+        "Worker RSS": "#ff7f0e",
+        "TF in use": "#9467bd",
+        "GPU used": "#2ca02c",
+    }
+
+    def __init__(
+        self,
+        before: list[tuple[str, dict[str, Any]]],
+        after: list[tuple[str, dict[str, Any]]],
+        parent: QWidget | None = None,
+    ) -> None:
+        super().__init__(parent, axisItems={"left": ByteAxis(orientation="left")})
+        self.setObjectName("comparisonPlot")
+        self.setMinimumHeight(180)
+        self.showGrid(x=False, y=True, alpha=0.25)
+        self.setLabel("bottom", "time", units="s")
+        self.addLegend(offset=(10, 10), labelTextSize="8pt")
+        self.curves: dict[str, pg.PlotDataItem] = {}
+        top, right = 0.0, 0.0
+        for label, items, style in (
+            ("before", before, Qt.PenStyle.DashLine),
+            ("after", after, Qt.PenStyle.SolidLine),
+        ):
+            for name, (xs, ys) in _series(items).items():
+                pen = pg.mkPen(self.COLOURS.get(name, "#444"), width=1, style=style)
+                curve = self.plot(xs, ys, pen=pen, name=f"{name} ({label})")
+                self.curves[f"{name} ({label})"] = curve
+                top, right = max(top, max(ys, default=0.0)), max(right, max(xs, default=0.0))
+        self.getAxis("left").setWidth(64)
+        # both runs whole, from zero: the point is to compare their heights
+        self.setYRange(0, top * 1.05 or 1.0, padding=0)
+        self.setXRange(0, right or 1.0, padding=0.02)

@@ -103,6 +103,7 @@ class BenchPage(QWidget):
             sample_every_s=0.1, gpu_api=nvml.live_api()
         )
         self.last_result: BenchResult | None = None
+        self.last_options: SupervisorOptions | None = None
         self._total_steps = 0
         self._elapsed = QElapsedTimer()
         self._clock = QTimer(self)
@@ -396,6 +397,7 @@ class BenchPage(QWidget):
             self._error(str(exc))
             return False
         options = dataclasses.replace(self.base_options, memory_cap_mb=self.ram_cap.value() or None)
+        self.last_options = options
         self.refresh_target()
         self.plot.clear()
         self.log_view.clear()

@@ -37,7 +37,7 @@ from tfdoctor.core.knowledge import catalog
 from tfdoctor.core.model import Finding, Severity
 from tfdoctor.core.scan import atomic_write_text
 from tfdoctor.gui.findings_view import FindingsView
-from tfdoctor.gui.telemetry_plot import format_bytes
+from tfdoctor.gui.telemetry_plot import ComparisonPlot, format_bytes
 
 log = logging.getLogger(__name__)
 
@@ -192,6 +192,7 @@ class FixRow(QFrame):
         head = f"<b>{html.escape(fix.title)}</b> "
         head += f'<span style="color:#7a8491">[{html.escape(fix.id)}]</span>'
         title = QLabel(head, self)
+        title.setTextFormat(Qt.TextFormat.RichText)
         title.setWordWrap(True)
         lay.addWidget(title)
         text = html.escape(fix.summary)
@@ -200,10 +201,12 @@ class FixRow(QFrame):
         if fix.undo:
             text += f"<br><i>Undo:</i> {html.escape(fix.undo)}"
         body = QLabel(text, self)
+        body.setTextFormat(Qt.TextFormat.RichText)
         body.setWordWrap(True)
         body.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         lay.addWidget(body)
         why = QLabel("For: " + html.escape("; ".join(dict.fromkeys(reasons))), self)
+        why.setTextFormat(Qt.TextFormat.RichText)
         why.setObjectName("infoLabel")
         why.setWordWrap(True)
         lay.addWidget(why)
@@ -215,6 +218,7 @@ class FixRow(QFrame):
         self.result.setTextFormat(Qt.TextFormat.RichText)
         self.result.hide()
         lay.addWidget(self.result)
+        self.comparison: ComparisonPlot | None = None
 
     def add_button(self, text: str, tip: str, slot: Any, enabled: bool = True) -> QPushButton:
         b = QPushButton(text, self)
@@ -458,7 +462,7 @@ class FixPage(QWidget):
         if self._verifying is not None or bench is None or target is None:
             return
         before = (bench, list(self.session.telemetry))
-        options = SupervisorOptions(sample_every_s=0.1, memory_cap_mb=None)
+        options = self.session.bench_options or SupervisorOptions(sample_every_s=0.1)
         fut = self._pool.submit(
             verify_mod.verify, target, bench.config, [fid], None, options, before=before
         )
@@ -502,10 +506,13 @@ class FixPage(QWidget):
             if v.after["survived"]
             else "Not fixed: the run still fails with the fix."
         )
-        self.rows[fid].show_result(
+        row = self.rows[fid]
+        row.show_result(
             f"<b>{verdict}</b><table cellpadding='3'><tr><th></th><th>before</th>"
             f"<th>after</th></tr>{''.join(cells)}</table>"
         )
+        row.comparison = ComparisonPlot(v.before_telemetry, v.after_telemetry, row)
+        row.layout().addWidget(row.comparison)
         self.sig_status_changed.emit(verdict)
 
 

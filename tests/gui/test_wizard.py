@@ -15,6 +15,7 @@ from PySide6.QtWidgets import QApplication, QPushButton
 from tests.conftest import CORPUS
 from tests.gui.conftest import CHECK_TIMEOUT_MS, SCREENSHOT_DIR, child_processes
 from tfdoctor.core import flow
+from tfdoctor.core.bench.config import BenchConfig
 from tfdoctor.core.bench.supervisor import SupervisorOptions
 from tfdoctor.core.model import Target
 from tfdoctor.gui.main_window import MainWindow
@@ -204,3 +205,30 @@ def test_one_click_fixes_on_the_fix_page(qtbot, tmp_path: Path, monkeypatch: pyt
     assert w.export_page.export_script(str(script))
     assert "TF_FORCE_GPU_ALLOW_GROWTH" in script.read_text()
     assert "gpu_memory_contention" in script.read_text()
+
+
+@pytest.mark.skipif(
+    __import__("tfdoctor.core.memcg", fromlist=["x"]).unavailable() is not None,
+    reason="no memory cgroup here",
+)
+def test_apply_and_verify_shows_before_and_after(qtbot, window) -> None:  # type: ignore[no-untyped-def]
+    """A real run the kernel OOM-kills under a RAM cap; Verify re-runs it with streaming data
+    and shows the table and both runs' curves on one plot."""
+    bench = window.bench_page
+    window.go("reproduce")
+    bench.set_config(BenchConfig(preset="mlp", batch_size=4096, steps=40, device="cpu"))
+    bench.ram_cap.setValue(1100)
+    with qtbot.waitSignal(bench.bridge.sig_finished, timeout=RUN_TIMEOUT_MS):
+        bench.start_button.click()
+    assert window.session.bench.outcome.status == "killed"
+    window.go("fix")
+    fix_page = window.fix_page
+    row = fix_page.rows["stream_tf_data"]
+    verify_button = next(b for b in row.findChildren(QPushButton) if "Verify" in b.text())
+    verify_button.click()
+    qtbot.waitUntil(lambda: not fix_page.verifying, timeout=RUN_TIMEOUT_MS)
+    assert "Fixed" in row.result.text()
+    assert row.comparison is not None
+    names = set(row.comparison.curves)
+    assert {"Worker RSS (before)", "Worker RSS (after)"} <= names
+    window.grab().save(os.path.join(SCREENSHOT_DIR, "tfdoctor-verify.png"))
