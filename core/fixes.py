@@ -30,6 +30,7 @@ LOG_NAME = "undo.jsonl"
 CONDA_HOOK = "tfdoctor.sh"
 CLONE_SUFFIX = "-tfdoctor"
 _PARAM_REF = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
+_PY_LITERAL = re.compile(r"^(?:True|False|-?\d+(?:\.\d+)?)$")
 _SAFE_PARAM = re.compile(r"^[A-Za-z0-9_./:=,+@%-]{1,4096}$")
 
 
@@ -91,6 +92,9 @@ def plan(fix_ids: Iterable[str], params: Mapping[str, str] | None = None) -> Pla
                 f"{fid} is a {fix.kind} fix: tfdoctor shows it but cannot apply it ({fix.summary})"
             )
         values = {**dict(fix.params), **{k: v for k, v in params.items() if k in dict(fix.params)}}
+        for name in _PARAM_REF.findall(fix.preamble):  # Python code: only literals go in
+            if not _PY_LITERAL.match(values.get(name, "")):
+                raise FixError(f"parameter {name} of {fid} must be a number, True or False")
 
         def fill(text: str, values: dict[str, str] = values) -> str:
             return _PARAM_REF.sub(lambda m: values.get(m.group(1), m.group(0)), text)

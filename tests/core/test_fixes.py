@@ -181,6 +181,8 @@ def test_hostile_values_cannot_inject(tmp_path: Path, jupyter: Path) -> None:
     assert os.environ.pop("TFD_HOSTILE") == HOSTILE
     with pytest.raises(fixes.FixError, match="not a plain value"):
         fixes.plan(["pick_gpu"], {"gpu": "0; rm -rf /"})
+    with pytest.raises(fixes.FixError, match="number, True or False"):
+        fixes.plan(["xla_toggle"], {"jit": "__import__"})  # no names into Python code
 
 
 CRASHER = """
