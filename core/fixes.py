@@ -486,7 +486,7 @@ def commands_for(fix_id: str, facts: Any = None, python: str | None = None) -> l
 # --------------------------------------------------------------------------- stop a GPU process
 
 
-def stop_process(pid: int, *, wait_s: float = 10.0) -> str:
+def stop_process(pid: int, *, wait_s: float = 20.0) -> str:
     """Stop a process that holds GPU memory (the caller has asked the user first).
 
     A Jupyter kernel is shut down the way Jupyter does it: through its notebook server's
