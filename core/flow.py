@@ -268,9 +268,11 @@ def telemetry_causes(
     steps = [i for k, i in items if k == "step" and isinstance(i.get("step_s"), (int, float))]
     out: list[Cause] = []
 
-    def cause(cid: str, confidence: float, evidence: list[str]) -> Cause:
+    def cause(
+        cid: str, confidence: float, evidence: list[str], at: tuple[float, float] | None = None
+    ) -> Cause:
         c = info[cid]
-        ev = tuple(Evidence(text, source="telemetry") for text in evidence)
+        ev = tuple(Evidence(text, source="telemetry", at=at) for text in evidence)
         return Cause(cid, round(confidence, 2), c.title, c.explanation, ev, c.fixes)
 
     # a leak: the worker's memory (RSS, or TF's in-use) climbs along the steady state
@@ -306,6 +308,7 @@ def telemetry_causes(
                             f"{name} grew {growth / 2**20:.0f} MiB over {xs[-1] - xs[0]:.0f} s "
                             f"of training ({slope / 2**20:.1f} MiB/s, steady: R² {r2:.2f})"
                         ],
+                        (xs[0], xs[-1]),
                     )
                 )
                 break
@@ -326,6 +329,7 @@ def telemetry_causes(
                             + ", ".join(str(s.get("step")) for s in slow[:5])
                             + "): the function was traced again"
                         ],
+                        (float(steps[0]["t"]), float(steps[-1]["t"])),
                     )
                 )
     # input-bound: GPU utilisation low while the steps run
@@ -344,6 +348,7 @@ def telemetry_causes(
                     "input_bound",
                     min(0.8, 0.4 + (INPUT_BOUND_UTIL - mean_util) / 60),
                     [f"GPU utilisation averaged {mean_util:.0f}% while training"],
+                    (float(steady_at or 0.0), float(steps[-1]["t"])),
                 )
             )
     return out

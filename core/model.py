@@ -104,9 +104,12 @@ class Evidence:
     fact: str | None = None
     line: int | None = None
     source: str = ""
+    at: tuple[float, float] | None = None  # a moment of a run's telemetry: (start, end) s
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"text": self.text}
+        if self.at is not None:
+            out["at"] = list(self.at)
         if self.fact is not None:
             out["fact"] = self.fact
         if self.line is not None:

@@ -171,6 +171,7 @@ class MainWindow(QMainWindow):
         self.check_page.bridge.sig_check_finished.connect(self._on_check_finished)
         self.bench_page.bridge.sig_finished.connect(self._on_bench_finished)
         self.diagnosis_page.sig_diagnosed.connect(lambda _r: self.update_steps())
+        self.diagnosis_page.sig_show_moment.connect(self._show_moment)
         for keys, slot in (
             ("Alt+Left", self.back),
             ("Alt+Right", self.next),
@@ -277,6 +278,10 @@ class MainWindow(QMainWindow):
         self.session.bench_options = self.bench_page.last_options
         self.session.telemetry = [item for _, item in self.bench_page.bridge.timeline.since(0)]
         self.update_steps()
+
+    def _show_moment(self, start: float, end: float) -> None:
+        self.go("reproduce")
+        self.bench_page.plot.show_moment(start, end)
 
     def _on_page_status_changed(self, text: str) -> None:
         self.statusBar().showMessage(text)

@@ -140,6 +140,7 @@ class TelemetryPlot(QWidget):
         self.curves: dict[str, pg.PlotDataItem] = {}
         self.limits: dict[str, pg.InfiniteLine] = {}
         self.markers: list[pg.InfiniteLine] = []
+        self.moment: pg.LinearRegionItem | None = None
         self._dirty: set[str] = set()
         self.step_column = _Column()
         self.step_curve = self.steps.plot(pen=pg.mkPen("#8c8c8c", width=1))
@@ -289,6 +290,17 @@ class TelemetryPlot(QWidget):
             self.curves[name].setData(col.x[: col.n], col.y[: col.n])
         if not self._dirty:
             self._timer.stop()
+
+    def show_moment(self, start: float, end: float) -> None:
+        """Highlight a stretch of the run (a cause's evidence) and zoom the time axis to it."""
+        if getattr(self, "moment", None) is not None:
+            self.memory.removeItem(self.moment)
+        self.moment = pg.LinearRegionItem(
+            (start, end), movable=False, brush=pg.mkBrush(255, 200, 0, 50)
+        )
+        self.memory.addItem(self.moment, ignoreBounds=True)
+        pad = max(1.0, 0.15 * (end - start))
+        self.memory.setXRange(max(0.0, start - pad), end + pad, padding=0)
 
     def marker_labels(self) -> list[str]:
         return [str(getattr(m, "text", "")) for m in self.markers]

@@ -81,6 +81,7 @@ def _page(parent: QWidget, title: str, subtitle: str) -> QVBoxLayout:
 class DiagnosisPage(QWidget):
     sig_status_changed = Signal(str)
     sig_diagnosed = Signal(list)  # list[RankedCause]
+    sig_show_moment = Signal(float, float)  # a telemetry cause's stretch of the run, seconds
 
     def __init__(self, session: flow.Session, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -119,6 +120,8 @@ class DiagnosisPage(QWidget):
         self.causes = FindingsView(self)
         self.causes.set_placeholder("The causes appear here.")
         root.addWidget(self.causes, 1)
+        self.moments = QHBoxLayout()
+        root.addLayout(self.moments)
         self.again.clicked.connect(self.refresh)
 
     @property
@@ -157,6 +160,18 @@ class DiagnosisPage(QWidget):
         self.causes.clear()
         for f in ranked_as_findings(self.ranked, self.session):
             self.causes.add_finding(f)
+        while self.moments.count():
+            item = self.moments.takeAt(0)
+            if item.widget() is not None:
+                item.widget().deleteLater()
+        for rc in self.ranked:
+            at = next((e.at for e in rc.cause.evidence if e.at is not None), None)
+            if at is not None:
+                b = QPushButton(f"Show “{rc.cause.title}” on the plot", self)
+                b.setToolTip(f"The run's memory from {at[0]:.0f} s to {at[1]:.0f} s")
+                b.clicked.connect(lambda _=False, a=at: self.sig_show_moment.emit(a[0], a[1]))
+                self.moments.addWidget(b)
+        self.moments.addStretch(1)
         if self.ranked:
             top = self.ranked[0].cause
             self.summary.setText(

@@ -232,3 +232,26 @@ def test_apply_and_verify_shows_before_and_after(qtbot, window) -> None:  # type
     names = set(row.comparison.curves)
     assert {"Worker RSS (before)", "Worker RSS (after)"} <= names
     window.grab().save(os.path.join(SCREENSHOT_DIR, "tfdoctor-verify.png"))
+
+
+def test_a_leak_seen_in_the_telemetry_is_shown_on_the_plot(qtbot, window) -> None:  # type: ignore[no-untyped-def]
+    """A real run whose memory grows every step (the worker's leak fault): the diagnosis
+    names the leak from the telemetry alone and jumps to that stretch of the plot."""
+    bench = window.bench_page
+    window.go("reproduce")
+    cfg = BenchConfig(preset="cnn", input_shape=(32, 32, 3), batch_size=16, steps=200,
+                      device="cpu", fault="leak", fault_at_step=1)  # fmt: skip
+    with qtbot.waitSignal(bench.bridge.sig_finished, timeout=RUN_TIMEOUT_MS):
+        assert bench.start(cfg)
+    window.go("diagnosis")
+    page = window.diagnosis_page
+    qtbot.waitUntil(lambda: not page.busy_now, timeout=30_000)
+    leak = next(r for r in page.ranked if r.cause.id == "memory_leak")
+    assert leak.sources == ("telemetry",)
+    button = next(b for b in page.findChildren(QPushButton) if "on the plot" in b.text())
+    button.click()
+    assert window.current_step == "reproduce"
+    region = bench.plot.moment
+    assert region is not None
+    start, end = region.getRegion()
+    assert end > start and (start, end) == next(e.at for e in leak.cause.evidence if e.at)
