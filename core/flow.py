@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import math
 import re
-import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -240,7 +239,8 @@ def _log_text(session: Session, limit: int = 4 << 20) -> str:
 LEAK_MIN_GROWTH = 64 << 20  # bytes over the steady state
 LEAK_MIN_FRACTION = 0.15  # of the starting level
 LEAK_MIN_R2 = 0.8
-TRACING_FACTOR = 10.0  # the first step this many times the median step
+TRACING_FACTOR = 10.0  # the first step this many times a normal step
+RETRACE_MIN_S = 0.1  # a later step slower than this (and the factor) was traced again
 INPUT_BOUND_UTIL = 30  # % GPU utilisation while steps run
 
 
@@ -312,20 +312,24 @@ def telemetry_causes(
                     )
                 )
                 break
-    # tracing: a first step far slower than the rest, with memory jumping meanwhile
+    # tracing: a first step far slower than a normal step; retracing: later steps that slow
+    # down as much again. Step records are rate-limited but slow steps are always reported,
+    # so the baseline is a low percentile of the recorded times, not their median.
     if len(steps) >= 5:
         first = float(steps[0]["step_s"])
-        med = statistics.median(float(s["step_s"]) for s in steps[1:])
-        if med > 0 and first >= TRACING_FACTOR * med and first >= 1.0:
-            slow = [s for s in steps[1:] if float(s["step_s"]) >= TRACING_FACTOR * med]
-            if len(slow) >= 2:  # more than once: retracing
+        later = sorted(float(s["step_s"]) for s in steps[1:])
+        base = later[len(later) // 10]
+        if base > 0 and first >= TRACING_FACTOR * base:
+            floor = max(TRACING_FACTOR * base, RETRACE_MIN_S)  # machine hiccups are shorter
+            slow = [s for s in steps[1:] if float(s["step_s"]) >= floor]
+            if len(slow) >= 3:
                 out.append(
                     cause(
                         "tf_function_retracing",
-                        min(0.85, 0.4 + 0.1 * len(slow)),
+                        min(0.75, 0.35 + 0.05 * len(slow)),
                         [
-                            f"first step {first:.1f} s vs a median of {med * 1000:.0f} ms; "
-                            f"{len(slow)} later steps as slow again (steps "
+                            f"first step {first:.2f} s vs {base * 1000:.0f} ms for a normal "
+                            f"step; {len(slow)} later steps as slow again (steps "
                             + ", ".join(str(s.get("step")) for s in slow[:5])
                             + "): the function was traced again"
                         ],

@@ -38,6 +38,7 @@ FAULTS = (
     "grandchild",
     "host_oom",
     "leak",
+    "retrace",
 )
 MAX_BATCH = 1 << 20
 MAX_STEPS = 1_000_000

@@ -136,7 +136,7 @@ def _timeline_of(config: BenchConfig) -> list[tuple[str, dict[str, Any]]]:
 
 
 @pytest.mark.slow
-def test_a_real_leak_is_seen_in_the_telemetry_and_a_clean_run_is_not(
+def test_a_real_leak_and_real_retracing_are_seen_in_the_telemetry_a_clean_run_is_not(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("TFDOCTOR_STATE_DIR", str(tmp_path))
@@ -147,6 +147,16 @@ def test_a_real_leak_is_seen_in_the_telemetry_and_a_clean_run_is_not(
     assert "RSS grew" in causes[0].evidence[0].text and causes[0].confidence >= 0.7
     clean = _timeline_of(dataclasses.replace(base, device="cpu"))
     assert flow.telemetry_causes(clean) == []
+    # a real tf.function retrace every 10 steps (a Python number passed where a tensor
+    # belongs): slow again and again, not just the first step
+    retracing = _timeline_of(
+        BenchConfig(
+            preset="mlp", batch_size=16, steps=60, device="cpu", fault="retrace", fault_at_step=1
+        )
+    )
+    causes = flow.telemetry_causes(retracing)
+    assert [c.id for c in causes] == ["tf_function_retracing"]
+    assert "traced again" in causes[0].evidence[0].text
 
 
 def test_an_idle_gpu_during_training_is_input_bound() -> None:

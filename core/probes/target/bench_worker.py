@@ -58,6 +58,7 @@ FAULTS = (
     "grandchild",
     "host_oom",
     "leak",
+    "retrace",
 )
 CONFIG_DEFAULTS = {
     "preset": "cnn",
@@ -75,6 +76,7 @@ CONFIG_DEFAULTS = {
 SETUP_KEYS = ("device", "memory_growth", "memory_limit_mb")
 
 ALWAYS_SENT = 5  # the first steps of a run always get a record
+SLOW_FACTOR = 5.0  # a step this many times the fastest one is always reported
 MIN_INTERVAL_S = 0.1  # otherwise at most one step record per interval
 MESSAGE_MAX = 4000
 TRACEBACK_MAX = 20000
@@ -510,6 +512,25 @@ def stream_data(cfg):
 # faults
 
 
+_retraced = []
+
+
+def retrace(n):
+    """A real tf.function retrace: a new Python value each call makes TF trace the function
+    again (new graph, new concrete function kept alive), as code passing Python numbers does."""
+    if not _retraced:
+
+        @tf.function
+        def scaled(x, factor):
+            y = x
+            for _ in range(200):  # a graph worth tracing
+                y = tf.math.sin(y) * factor + tf.math.cos(y)
+            return tf.reduce_sum(y)
+
+        _retraced.append(scaled)
+    _retraced[0](tf.ones([64, 64]), n)  # n is a Python int: every value is a new trace
+
+
 def inject_fault(kind):
     """Make a real failure happen inside the training loop (on_train_batch_end)."""
     if kind == "segfault":
@@ -542,6 +563,8 @@ def inject_fault(kind):
         child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3600)"])
         _keep.append(child)
         print("bench_worker: started grandchild pid %d" % child.pid, flush=True)
+    elif kind == "retrace":
+        pass  # works in on_train_batch_begin (see retrace)
     elif kind == "leak":
         # every step from the fault step on keeps 2 MiB alive, as code that collects each
         # step's outputs in a Python list does
@@ -583,12 +606,16 @@ def make_callback(run, cfg, stats):
             self.epoch = 1
             self.begin = 0.0
             self.last_sent = float("-inf")
+            self.fastest = None
 
         def on_epoch_begin(self, epoch, logs=None):
             self.epoch = epoch + 1
 
         def on_train_batch_begin(self, batch, logs=None):
             self.begin = clock()
+            n = stats.steps + 1
+            if fault is not None and fault["kind"] == "retrace" and n > fault_step and n % 10 == 0:
+                retrace(n)  # inside the step's time, as a retrace inside train_step would be
 
         def on_train_batch_end(self, batch, logs=None):
             now = clock()
@@ -599,9 +626,14 @@ def make_callback(run, cfg, stats):
             if n == 1:
                 stats.first_step_s = step_s
                 stats.first_end = now
+            elif self.fastest is None or step_s < self.fastest:
+                self.fastest = step_s
+            # an unusually slow step is an event (a retrace, a stall): always reported
+            slow = self.fastest is not None and n > 1 and step_s > SLOW_FACTOR * self.fastest
             if (
                 n <= ALWAYS_SENT
                 or n in (total, fault_step)
+                or slow
                 or now - self.last_sent >= MIN_INTERVAL_S
             ):
                 self.last_sent = now
