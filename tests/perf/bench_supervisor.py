@@ -10,7 +10,7 @@
    probes' own training time. Under a memory cap (a memory cgroup) when the machine allows
    it, so that a real OOM kill is part of the search; without a cap otherwise.
 
-Usage: python tests/perf/bench_supervisor.py [--rounds 3] [--steps 400]
+Usage: python tests/perf/bench_supervisor.py [--rounds 5] [--steps 400]
 """
 
 from __future__ import annotations
@@ -82,7 +82,7 @@ def import_time() -> float:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--steps", type=int, default=400)
     ap.add_argument("--batch", type=int, default=64)
     args = ap.parse_args()

@@ -76,7 +76,8 @@ CONFIG_DEFAULTS = {
 SETUP_KEYS = ("device", "memory_growth", "memory_limit_mb")
 
 ALWAYS_SENT = 5  # the first steps of a run always get a record
-SLOW_FACTOR = 5.0  # a step this many times the fastest one is always reported
+SLOW_FACTOR = 5.0  # a step this many times the fastest one is always reported...
+SLOW_MIN_S = 0.05  # ... when it also took this long (not a scheduler hiccup)
 MIN_INTERVAL_S = 0.1  # otherwise at most one step record per interval
 MESSAGE_MAX = 4000
 TRACEBACK_MAX = 20000
@@ -629,7 +630,11 @@ def make_callback(run, cfg, stats):
             elif self.fastest is None or step_s < self.fastest:
                 self.fastest = step_s
             # an unusually slow step is an event (a retrace, a stall): always reported
-            slow = self.fastest is not None and n > 1 and step_s > SLOW_FACTOR * self.fastest
+            slow = (
+                self.fastest is not None
+                and n > 1
+                and step_s > max(SLOW_FACTOR * self.fastest, SLOW_MIN_S)
+            )
             if (
                 n <= ALWAYS_SENT
                 or n in (total, fault_step)
