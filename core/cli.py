@@ -327,6 +327,17 @@ def main(argv: Sequence[str] | None = None, open_app: OpenApp | None = None) -> 
     return EXIT_UNUSABLE
 
 
+def _set_params(items: Sequence[str]) -> dict[str, str] | str:
+    """--set NAME=VALUE options as a dict, or the one-line reason one is malformed."""
+    params: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            return f"--set {item!r}: expected NAME=VALUE"
+        params[key] = value
+    return params
+
+
 def _fail(msg: str) -> int:
     print(f"tfdoctor: {msg}", file=sys.stderr)
     return EXIT_UNUSABLE
@@ -583,12 +594,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
     result: list[BenchResult] = []
     errors: list[str] = []
 
-    params = {}
-    for item in args.set:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            return _fail(f"--set {item!r}: expected NAME=VALUE")
-        params[key] = value
+    params = _set_params(args.set)
+    if isinstance(params, str):
+        return _fail(params)
     if args.verify_fix:
         from tfdoctor.core.bench.verify import fixed_run
         from tfdoctor.core.fixes import FixError
@@ -987,12 +995,9 @@ def cmd_fixes(args: argparse.Namespace) -> int:
             rec = fixes.undo(args.record)
             print(f"undone {rec['id']}: {', '.join(rec['fixes'])} on {rec['target']}")
             return EXIT_OK
-        params = {}
-        for item in args.set:
-            key, sep, value = item.partition("=")
-            if not sep or not key:
-                return _fail(f"--set {item!r}: expected NAME=VALUE")
-            params[key] = value
+        params = _set_params(args.set)
+        if isinstance(params, str):
+            return _fail(params)
         plan = fixes.plan(args.fix_ids, params)
         if args.preamble:
             sys.stdout.write(fixes.preamble_text(plan))
@@ -1022,14 +1027,11 @@ def cmd_export_fix(args: argparse.Namespace) -> int:
 
     from tfdoctor.core import export
     from tfdoctor.core.fixes import FixError
-    from tfdoctor.core.scan import atomic_write_text
+    from tfdoctor.core.paths import atomic_write_text
 
-    params = {}
-    for item in args.set:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            return _fail(f"--set {item!r}: expected NAME=VALUE")
-        params[key] = value
+    params = _set_params(args.set)
+    if isinstance(params, str):
+        return _fail(params)
     if not args.fixes and not args.causes:
         return _fail("name --fixes or --causes (see `tfdoctor fixes list`)")
     try:

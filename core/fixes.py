@@ -17,7 +17,6 @@ import os
 import re
 import shlex
 import shutil
-import tempfile
 import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -25,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from tfdoctor.core.knowledge import catalog
+from tfdoctor.core.paths import atomic_write, state_dir
 
 LOG_NAME = "undo.jsonl"
 CONDA_HOOK = "tfdoctor.sh"
@@ -36,14 +36,6 @@ _SAFE_PARAM = re.compile(r"^[A-Za-z0-9_./:=,+@%-]{1,4096}$")
 
 class FixError(Exception):
     """A fix cannot be applied or undone; the message is one line for people."""
-
-
-def state_dir() -> Path:
-    env = os.environ.get("TFDOCTOR_STATE_DIR")
-    if env:
-        return Path(env)
-    state = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
-    return Path(state) / "tfdoctor"
 
 
 # --------------------------------------------------------------------------- planning
@@ -121,35 +113,6 @@ def plan(fix_ids: Iterable[str], params: Mapping[str, str] | None = None) -> Pla
 
 
 # --------------------------------------------------------------------------- safe writes
-
-
-def atomic_write(path: Path, data: bytes, mode: int | None = None) -> None:
-    """Replace `path` with `data` so that readers see the old file or the new, never half.
-
-    Raises:
-        OSError: the folder is missing or not writable, the disk is full.
-    """
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        if mode is not None:
-            os.chmod(tmp, mode)
-        elif path.exists():
-            os.chmod(tmp, path.stat().st_mode & 0o7777)
-        os.replace(tmp, path)
-        with contextlib.suppress(OSError):  # the rename itself, durably
-            dfd = os.open(path.parent, os.O_RDONLY)
-            try:
-                os.fsync(dfd)
-            finally:
-                os.close(dfd)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
 
 
 @dataclass

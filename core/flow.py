@@ -29,7 +29,6 @@ STEP_TITLES = {
     "export": "Export",
 }
 DOOR_SETUP, DOOR_LOG = "setup", "log"
-MAX_LOG_BYTES = 256 << 20  # a pasted/dropped log larger than this is read from its file
 
 
 @dataclass

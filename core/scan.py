@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import os
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -28,6 +26,7 @@ from tfdoctor.core.model import (
     Target,
     sort_findings,
 )
+from tfdoctor.core.paths import atomic_write_text
 from tfdoctor.core.probes import cudalibs, nvml, system, targetrun
 
 log = logging.getLogger(__name__)
@@ -309,22 +308,3 @@ def _gpu_count(result: ProbeResult) -> int:
         if f.name == "gpu.count" and isinstance(f.value, int):
             return f.value
     return 0
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    """Write a file so that readers see the old content or the new, never half of it.
-
-    Raises:
-        OSError: the folder is missing or not writable, or the disk is full.
-    """
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise

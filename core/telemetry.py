@@ -42,7 +42,6 @@ DEFAULT_INTERVAL_S = 0.1
 HISTORY_ITEMS = 80_000  # an hour at 10 Hz with markers and TF points to spare
 CHILDREN_REFRESH_S = 1.0
 STALL_INTERVALS = 5  # an NVML call this many intervals late marks the sampler stalled
-MARKER_CATEGORIES = ("phase", "oom", "crash", "guard", "fix", "stall", "xid", "note")
 
 
 class TraceError(ValueError):

@@ -40,7 +40,6 @@ from tfdoctor.gui.pages.start_page import StartPage
 
 log = logging.getLogger(__name__)
 
-LATER = "Coming in a later version"
 # (title, tooltip) per step, in flow.STEPS order
 STEPS: list[tuple[str, str]] = [
     ("Start", "Say what happened and pick the Python your notebook uses"),

@@ -43,6 +43,7 @@ from tfdoctor.core.bench.config import BenchConfig
 from tfdoctor.core.diagnose.engine import ExitInfo, diagnose
 from tfdoctor.core.events import EventBuffer
 from tfdoctor.core.model import Diagnosis, Target
+from tfdoctor.core.paths import state_dir
 from tfdoctor.core.probes import system, targetrun
 from tfdoctor.core.telemetry import Sampler, Timeline
 
@@ -84,12 +85,8 @@ SAMPLE_EVERY_S = 0.5
 
 
 def runs_root() -> Path:
-    """Where run folders go: $TFDOCTOR_STATE_DIR, else the XDG state folder."""
-    env = os.environ.get("TFDOCTOR_STATE_DIR")
-    if env:
-        return Path(env) / "runs"
-    state = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
-    return Path(state) / "tfdoctor" / "runs"
+    """Where run folders go (under tfdoctor's state folder)."""
+    return state_dir() / "runs"
 
 
 def default_guard_mb() -> int:

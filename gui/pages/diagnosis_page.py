@@ -35,7 +35,7 @@ from tfdoctor.core.bench import verify as verify_mod
 from tfdoctor.core.bench.supervisor import SupervisorOptions
 from tfdoctor.core.knowledge import catalog
 from tfdoctor.core.model import Finding, Severity
-from tfdoctor.core.scan import atomic_write_text
+from tfdoctor.core.paths import atomic_write_text
 from tfdoctor.gui.findings_view import FindingsView
 from tfdoctor.gui.telemetry_plot import ComparisonPlot, format_bytes
 

@@ -323,3 +323,23 @@ def test_the_async_allocator_on_a_build_without_cuda_is_flagged() -> None:
     new = {"build": {"is_cuda_build": True, "cuda_version": "12.3"}}
     assert _allocator_unsupported(cfg, new) is None
     assert _allocator_unsupported(BenchConfig(), old) is None
+
+
+def test_the_worker_and_the_config_agree_on_presets_shapes_faults_and_defaults() -> None:
+    """The worker runs without tfdoctor installed, so it keeps its own copies of these
+    tables: a preset, fault or default added on one side only would break runs silently."""
+    import importlib.util
+
+    from tfdoctor.core.bench import config as cfg_mod
+    from tfdoctor.core.bench.supervisor import WORKER_SCRIPT
+
+    spec = importlib.util.spec_from_file_location("bench_worker_tables", WORKER_SCRIPT)
+    assert spec and spec.loader
+    worker = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(worker)  # TensorFlow is imported only when a run starts
+    assert set(worker.PRESETS) == set(cfg_mod.PRESETS)
+    assert {k: tuple(v) for k, v in worker.DEFAULT_SHAPE.items()} == cfg_mod.DEFAULT_SHAPES
+    assert set(worker.FAULTS) == set(cfg_mod.FAULTS)
+    default = BenchConfig().run_config()
+    for key, value in default.items():
+        assert worker.CONFIG_DEFAULTS[key] == value, key
