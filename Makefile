@@ -2,22 +2,35 @@
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
-STAMP  := $(VENV)/.installed
+APP_STAMP := $(VENV)/.installed-app
+DEV_STAMP := $(VENV)/.installed-dev
+# The official CPU-only TensorFlow build (same version as the venv's), unpacked once at set-up
+# for the tests that check a real tensorflow-cpu install: tests download nothing while running.
+TF_CPU := $(VENV)/opt/tensorflow-cpu
 
 .PHONY: app test setup lint perf clean
 
-$(STAMP): pyproject.toml
+# The app and its TensorFlow extra (the app's own Python can then be checked too).
+$(APP_STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
-	touch $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[tensorflow]'
+	touch $(APP_STAMP)
 
-setup: $(STAMP)
+# Everything the tests need on top: linters, pytest, and the tensorflow-cpu build.
+$(DEV_STAMP): $(APP_STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[tensorflow,dev]'
+	rm -rf $(TF_CPU)
+	$(BIN)/python -m pip install --quiet --no-deps --target $(TF_CPU) \
+		"tensorflow-cpu==$$($(BIN)/python -c 'from importlib.metadata import version; print(version("tensorflow"))')"
+	touch $(TF_CPU)/.complete $(DEV_STAMP)
 
-app: $(STAMP)
+setup: $(DEV_STAMP)
+
+app: $(APP_STAMP)
 	$(BIN)/tfdoctor
 
-lint: $(STAMP)
+lint: $(DEV_STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports
@@ -26,11 +39,11 @@ lint: $(STAMP)
 test: lint
 	QT_QPA_PLATFORM=offscreen $(BIN)/python -m pytest -q
 
-perf: $(STAMP)
+perf: $(DEV_STAMP)
 	$(BIN)/python tests/perf/bench_check.py
 	$(BIN)/python tests/perf/bench_diagnose.py
 	$(BIN)/python tests/perf/bench_supervisor.py
 	$(BIN)/python tests/perf/bench_gui.py
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) build dist *.egg-info .pytest_cache .mypy_cache .ruff_cache

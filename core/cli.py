@@ -57,6 +57,17 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="open the app, render its window offscreen, and quit (for packaging checks)",
     )
+    menu = p.add_mutually_exclusive_group()
+    menu.add_argument(
+        "--install-desktop-entry",
+        action="store_true",
+        help="add tfdoctor to your desktop's app menu, for you only (Linux)",
+    )
+    menu.add_argument(
+        "--uninstall-desktop-entry",
+        action="store_true",
+        help="remove what --install-desktop-entry added",
+    )
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
 
     c = sub.add_parser(
@@ -299,6 +310,11 @@ def main(argv: Sequence[str] | None = None, open_app: OpenApp | None = None) -> 
         level=logging.INFO if args.verbose else logging.WARNING,
         format="%(levelname)s %(name)s: %(message)s",
     )
+    if args.install_desktop_entry or args.uninstall_desktop_entry:
+        if args.command is not None or args.smoke_test:
+            flag = "--install" if args.install_desktop_entry else "--uninstall"
+            parser.error(f"{flag}-desktop-entry is used on its own, without a command")
+        return cmd_desktop_entry(install=args.install_desktop_entry)
     try:
         if args.command is None:
             if open_app is None:
@@ -741,6 +757,8 @@ def _mib(n: Any) -> str:
 
 def render_bench(res: BenchResult, paint: Painter) -> str:
     """The terminal view of a benchmark or a batch search."""
+    from tfdoctor.core.bench.supervisor import TF_MEMORY_NOT_REPORTED
+
     o = res.outcome
     ok = o.status == "completed"
     out = [
@@ -800,7 +818,7 @@ def render_bench(res: BenchResult, paint: Painter) -> str:
         )
         out.append(
             "  memory: "
-            + (f"TF peak {peak}; " if peak else "")
+            + f"TF peak {peak or TF_MEMORY_NOT_REPORTED}; "
             + f"worker RSS peak {_mib(m.get('rss_peak_bytes'))}"
         )
     if o.exception:
@@ -1051,6 +1069,26 @@ def cmd_export_fix(args: argparse.Namespace) -> int:
     except OSError as exc:
         return _fail(f"cannot write {out}: {exc.strerror or exc}")
     print(f"wrote {out}")
+    return EXIT_OK
+
+
+def cmd_desktop_entry(install: bool) -> int:
+    """--install-desktop-entry / --uninstall-desktop-entry: one line per file."""
+    from tfdoctor.core import desktop
+
+    try:
+        if install:
+            for path in desktop.install_desktop_entry():
+                print(f"installed {path}")
+            return EXIT_OK
+        removed = desktop.uninstall_desktop_entry()
+    except desktop.DesktopError as exc:
+        return _fail(str(exc))
+    for path in removed:
+        print(f"removed {path}")
+    if not removed:
+        where = desktop.installed_files()[0].parent
+        print(f"nothing to remove: no tfdoctor launcher is installed in {where}")
     return EXIT_OK
 
 

@@ -11,7 +11,7 @@ from PySide6.QtCore import QCoreApplication, QEvent, Qt, QTimer
 from PySide6.QtGui import QColor, QImage, QPalette
 from PySide6.QtWidgets import QApplication
 
-from tfdoctor.gui import assets
+from tfdoctor.gui import assets, platform_check
 from tfdoctor.gui.main_window import MainWindow
 
 log = logging.getLogger(__name__)
@@ -25,7 +25,7 @@ def setup_application(app: QApplication) -> None:
     """Name, icon, style: everything the window needs from the application object."""
     app.setApplicationName("tfdoctor")
     app.setApplicationDisplayName("tfdoctor")
-    app.setDesktopFileName("tfdoctor")
+    app.setDesktopFileName("io.github.tfdoctor.tfdoctor")
     app.setWindowIcon(assets.app_icon())
     app.setStyle("Fusion")  # the same look on every desktop; the stylesheet is tuned for it
     apply_colour_scheme(app)
@@ -117,7 +117,7 @@ def no_display_reason(env: dict[str, str] | None = None) -> str | None:
 
 def main(smoke_test: bool = False) -> int:
     """Open the main window and run the event loop; returns the process exit code."""
-    reason = no_display_reason()
+    reason = no_display_reason() or platform_check.missing_plugin_reason()
     if reason is not None:
         print(f"tfdoctor: {reason}", file=sys.stderr)
         return 2

@@ -145,6 +145,10 @@ class BenchConfig:
         env: dict[str, str] = {"TF_CPP_MIN_LOG_LEVEL": "0"}  # TF's log is evidence
         if self.device == "cpu":
             env["CUDA_VISIBLE_DEVICES"] = "-1"
+            # TF's BFC allocator on the CPU too: it keeps the in-use/peak statistics that
+            # get_memory_info("CPU:0") reports (the default CPU allocator of some builds and
+            # hosts answers "Allocator stats not available")
+            env["TF_CPU_ALLOCATOR_USE_BFC"] = "true"
         if self.allocator != "default":
             env["TF_GPU_ALLOCATOR"] = self.allocator
         if self.memory_growth:

@@ -964,6 +964,10 @@ def _traceback_from(lines: collections.deque[str] | list[str]) -> dict[str, Any]
     }
 
 
+# Said where TF's in-use/peak would be when the allocator keeps no statistics.
+TF_MEMORY_NOT_REPORTED = "not reported by this TensorFlow build"
+
+
 def _run_metrics(rr: RunRecord, sup: Supervisor) -> dict[str, Any]:
     done = rr.done or {}
     steps = rr.steps

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import collections
+import importlib.util
 import json
 import logging
 import os
@@ -304,3 +305,13 @@ def _pump_output(
 def current_target() -> Target:
     """This app's own interpreter (the default target)."""
     return Target(python=sys.executable, label="this app's Python", kind="current")
+
+
+def app_has_tensorflow() -> bool:
+    """Whether this app's own interpreter has a TensorFlow package (found, never imported:
+    TensorFlow runs only in target interpreters). The app installs it only as the
+    `tfdoctor[tensorflow]` extra, so without it the notebook's own Python must be picked."""
+    try:
+        return importlib.util.find_spec("tensorflow") is not None
+    except (ImportError, ValueError):  # a broken install: as good as none for a default
+        return False

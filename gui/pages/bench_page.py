@@ -39,7 +39,12 @@ from PySide6.QtWidgets import (
 from tfdoctor.core import telemetry
 from tfdoctor.core.bench.batchsearch import SearchOptions
 from tfdoctor.core.bench.config import DATA_MODES, PRESETS, BenchConfig, ConfigError
-from tfdoctor.core.bench.supervisor import STATUSES, BenchResult, SupervisorOptions
+from tfdoctor.core.bench.supervisor import (
+    STATUSES,
+    TF_MEMORY_NOT_REPORTED,
+    BenchResult,
+    SupervisorOptions,
+)
 from tfdoctor.core.model import Finding, Severity, Target
 from tfdoctor.core.probes import nvml
 from tfdoctor.core.probes.targetrun import current_target
@@ -511,7 +516,8 @@ class BenchPage(QWidget):
                 f"{d} {format_bytes(v)}" for d, v in (m.get("tf_peak_bytes") or {}).items()
             )
             bits.append(
-                f"{m['steady_steps_per_s']:.1f} steps/s; TF peak {peak or '?'}; worker RSS "
+                f"{m['steady_steps_per_s']:.1f} steps/s; TF peak {peak or TF_MEMORY_NOT_REPORTED}; "
+                f"worker RSS "
                 f"peak {format_bytes(m.get('rss_peak_bytes') or 0)}."
             )
         self.outcome_label.setText(" ".join(bits))

@@ -26,13 +26,20 @@ from PySide6.QtWidgets import (
 
 from tfdoctor.core import flow, recent
 from tfdoctor.core.model import Target
-from tfdoctor.core.probes.targetrun import current_target
+from tfdoctor.core.probes.targetrun import app_has_tensorflow, current_target
 from tfdoctor.gui.bridges import EnvsBridge
 
 log = logging.getLogger(__name__)
 
 TARGET_ROLE = Qt.ItemDataRole.UserRole + 1
 PASTE_NAME = "pasted text"
+PICK_PROMPT = "— pick the Python your notebook uses —"
+NO_TF_NOTE = (
+    "tfdoctor's own Python has no TensorFlow (the app does not need it: it checks and runs "
+    "the TensorFlow of your notebook's Python). Pick that Python below: a Jupyter kernel, a "
+    "conda environment, or <b>Other Python…</b>. In the notebook, "
+    "<code>import sys; print(sys.executable)</code> shows which one it is."
+)
 
 
 class StartPage(QWidget):
@@ -61,7 +68,13 @@ class StartPage(QWidget):
         self.envs_bridge.sig_envs_failed.connect(
             lambda msg: self._status(f"Could not list environments: {msg}")
         )
-        self.add_target(current_target(), select=True)
+        if app_has_tensorflow():
+            self.add_target(current_target(), select=True)
+        else:  # the picker comes first: the app's own Python has nothing to check
+            self.target_combo.addItem(PICK_PROMPT)
+            self.add_target(current_target(), select=False)
+            self.target_note.show()
+            self.target_combo.setFocus()
 
     # ------------------------------------------------------------------ construction
     def _build(self) -> None:
@@ -100,6 +113,12 @@ class StartPage(QWidget):
         pick.addWidget(self.target_combo, 1)
         pick.addWidget(self.other_button)
         root.addLayout(pick)
+        self.target_note = QLabel(NO_TF_NOTE, self)
+        self.target_note.setObjectName("targetNote")
+        self.target_note.setWordWrap(True)
+        self.target_note.setTextFormat(Qt.TextFormat.RichText)
+        self.target_note.hide()
+        root.addWidget(self.target_note)
 
         doors = QHBoxLayout()
         doors.setSpacing(14)
@@ -197,6 +216,7 @@ class StartPage(QWidget):
     def _on_target_changed(self, _index: int) -> None:
         t = self.target_combo.currentData(TARGET_ROLE)
         if isinstance(t, Target):
+            self.target_note.hide()
             self.session.target = t
             self.sig_target_changed.emit(t)
 

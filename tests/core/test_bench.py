@@ -88,6 +88,10 @@ def test_a_real_keras_fit_completes_with_phases_speed_and_memory() -> None:
     assert m["tf_peak_bytes"] and all(v > 0 for v in m["tf_peak_bytes"].values())
     assert m["rss_peak_bytes"] > 100 << 20  # TensorFlow is in there
     assert res.info["tf_version"] and res.info["memory_device"]
+    # CPU runs use TF's BFC CPU allocator, whose statistics exist on every host (the default
+    # CPU allocator of some hosts answers "Allocator stats not available")
+    assert SMALL.env()["TF_CPU_ALLOCATOR_USE_BFC"] == "true"
+    assert res.info["memory_stats_error"] is None
     assert res.diagnosis.causes == ()  # a healthy CPU run: no blame for start-up notices
     out = res.to_json()
     assert out["schema"] == 1 and out["outcome"]["status"] == "completed"

@@ -41,7 +41,7 @@ def line_no_of(lines: list[str], needle: str, nth: int = 0) -> int:
 
 # --- real excerpts from public threads, verbatim (the thread is named above each) ----------
 
-# https://github.com/knaw-huc/loghi/issues/55 (also ../shared/corpus/dev/008_fragmentation.txt)
+# https://github.com/knaw-huc/loghi/issues/55 (also tests/fixtures/corpus/dev/008_fragmentation.txt)
 # TF 2.x with the XLA/TSL allocator: a failing allocation, then the harmless warning
 LOGHI = """\
 (1)

@@ -24,8 +24,8 @@ from tfdoctor.core.knowledge import (
 )
 
 KNOWLEDGE_DIR = Path(__file__).resolve().parents[2] / "core" / "knowledge"
-# The research notes the table was built from; present in the development checkout only.
-FACTS_JSON = Path(__file__).resolve().parents[3] / "shared" / "facts" / "compat_facts.json"
+# The research notes the table was built from (a copy kept with the tests; see its README).
+FACTS_JSON = Path(__file__).resolve().parents[1] / "fixtures" / "facts" / "compat_facts.json"
 
 BLACKWELL_ISSUES = (
     "https://github.com/tensorflow/tensorflow/issues/89272",
@@ -595,8 +595,6 @@ def test_every_loaded_object_has_an_http_source(compat: Compat) -> None:
 
 @pytest.fixture(scope="module")
 def facts() -> dict[str, Any]:
-    if not FACTS_JSON.is_file():
-        pytest.skip("research notes (shared/facts/compat_facts.json) not in this checkout")
     data: dict[str, Any] = json.loads(FACTS_JSON.read_text(encoding="utf-8"))
     return data
 

@@ -18,7 +18,8 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-CRASH_SOURCES = [REPO.parent / "shared" / "corpus" / "dev", REPO / "tests" / "fixtures" / "logs"]
+FIXTURES = REPO / "tests" / "fixtures"
+CRASH_SOURCES = [FIXTURES / "corpus" / "dev", FIXTURES / "logs"]
 BENIGN = REPO / "tests" / "fixtures" / "logs" / "real_keras_training_cpu.txt"
 CRASH_FRACTION = 0.01  # a long log is mostly training output; 1 line in 100 is a crash line
 RATIO_TARGET, RSS_TARGET_MB, PASTE_TARGET_MS = 3.0, 100, 50

@@ -195,6 +195,17 @@ def memory_info():
         return {}
 
 
+def memory_stats_error():
+    """Why the allocator reports no statistics on this build and device, or None when it does
+    (some CPU allocators answer "Allocator stats not available"; the supervisor turns on
+    TensorFlow's BFC CPU allocator for CPU runs so that they do)."""
+    try:
+        tf.config.experimental.get_memory_info(_memory_device)
+        return None
+    except Exception as exc:
+        return "%s: %s" % (type(exc).__name__, safe_str(exc))
+
+
 def reset_memory_stats():
     reset = getattr(tf.config.experimental, "reset_memory_stats", None)
     if reset is not None:
@@ -327,6 +338,7 @@ def device_init(setup):
         build=build,
         gpus=gpus,
         memory_device=_memory_device,
+        memory_stats_error=memory_stats_error(),
         logical_devices=[d.name for d in logical],
     )
 
