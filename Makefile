@@ -8,7 +8,7 @@ DEV_STAMP := $(VENV)/.installed-dev
 # for the tests that check a real tensorflow-cpu install: tests download nothing while running.
 TF_CPU := $(VENV)/opt/tensorflow-cpu
 
-.PHONY: app test setup lint perf clean
+.PHONY: app test setup lint perf clean bundle
 
 # The app and its TensorFlow extra (the app's own Python can then be checked too).
 $(APP_STAMP): pyproject.toml
@@ -20,10 +20,13 @@ $(APP_STAMP): pyproject.toml
 # Everything the tests need on top: linters, pytest, and the tensorflow-cpu build.
 $(DEV_STAMP): $(APP_STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[tensorflow,dev]'
-	rm -rf $(TF_CPU)
-	$(BIN)/python -m pip install --quiet --no-deps --target $(TF_CPU) \
-		"tensorflow-cpu==$$($(BIN)/python -c 'from importlib.metadata import version; print(version("tensorflow"))')"
-	touch $(TF_CPU)/.complete $(DEV_STAMP)
+	v=$$($(BIN)/python -c 'from importlib.metadata import version; print(version("tensorflow"))'); \
+	if [ "$$(cat $(TF_CPU)/.complete 2>/dev/null)" != "$$v" ]; then \
+		rm -rf $(TF_CPU) && \
+		$(BIN)/python -m pip install --quiet --no-deps --target $(TF_CPU) "tensorflow-cpu==$$v" && \
+		echo "$$v" > $(TF_CPU)/.complete; \
+	fi
+	touch $(DEV_STAMP)
 
 setup: $(DEV_STAMP)
 
@@ -44,6 +47,13 @@ perf: $(DEV_STAMP)
 	$(BIN)/python tests/perf/bench_diagnose.py
 	$(BIN)/python tests/perf/bench_supervisor.py
 	$(BIN)/python tests/perf/bench_gui.py
+
+# The one-folder desktop bundle dist/tfdoctor/ (PyInstaller, no TensorFlow inside; see
+# packaging/README.md), then the bundled app opened offscreen: a bundle that cannot start fails.
+bundle: $(DEV_STAMP)
+	$(BIN)/python -m PyInstaller --noconfirm --log-level WARN --distpath dist \
+		--workpath build/pyinstaller packaging/tfdoctor.spec
+	QT_QPA_PLATFORM=offscreen dist/tfdoctor/tfdoctor --smoke-test
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info .pytest_cache .mypy_cache .ruff_cache

@@ -362,7 +362,7 @@ def _fail(msg: str) -> int:
 def _target(args: argparse.Namespace) -> Target | str:
     """The interpreter named by --python / --kernel (default: this one), or why not."""
     from tfdoctor.core.model import Target
-    from tfdoctor.core.probes.targetrun import current_target
+    from tfdoctor.core.probes.targetrun import app_is_bundle, current_target
 
     if args.python:
         return Target(python=args.python, label=args.python, kind="path")
@@ -374,6 +374,11 @@ def _target(args: argparse.Namespace) -> Target | str:
             known = ", ".join(sorted(specs)) or "none installed"
             return f"no Jupyter kernelspec named {args.kernel!r} (known: {known})"
         return specs[args.kernel]
+    if app_is_bundle():
+        return (
+            "this tfdoctor is a bundle without a Python of its own: name the Python your "
+            "notebook uses with --python PATH or --kernel NAME (see `tfdoctor envs`)"
+        )
     return current_target()
 
 

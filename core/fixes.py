@@ -244,7 +244,7 @@ def _kernelspec_dir(name: str) -> Path:
         raise FixError("jupyter_client is not installed: no kernelspecs to change") from None
     # find_kernel_specs lists folders without parsing them: a broken kernel.json is found,
     # then refused by _read_kernel_json with a clear message
-    found = KernelSpecManager().find_kernel_specs()
+    found = KernelSpecManager(ensure_native_kernel=False).find_kernel_specs()
     if name not in found:
         raise FixError(f"no Jupyter kernelspec named {name!r} (see `tfdoctor envs`)")
     return Path(found[name])

@@ -50,7 +50,7 @@ def kernelspec_targets() -> list[Target]:
         log.info("jupyter_client is not installed: no kernelspecs listed")
         return []
     try:
-        specs: dict[str, Any] = KernelSpecManager().get_all_specs()
+        specs: dict[str, Any] = KernelSpecManager(ensure_native_kernel=False).get_all_specs()
     except Exception as exc:  # a broken kernel.json must not stop the listing
         log.warning("could not list Jupyter kernelspecs: %s", exc)
         return []
@@ -140,9 +140,9 @@ def find_targets(include_conda_cli: bool = True) -> list[Target]:
     interpreter with the same extra environment (a kernelspec that runs this very Python is
     still listed: its name is what the user recognises).
     """
-    from tfdoctor.core.probes.targetrun import current_target
+    from tfdoctor.core.probes.targetrun import app_is_bundle, current_target
 
-    found = [current_target()]
+    found = [] if app_is_bundle() else [current_target()]
     for finder in (kernelspec_targets, running_kernel_targets):
         found += finder()
     found += conda_targets(run_conda=include_conda_cli)

@@ -307,6 +307,12 @@ def current_target() -> Target:
     return Target(python=sys.executable, label="this app's Python", kind="current")
 
 
+def app_is_bundle() -> bool:
+    """Whether this app runs from a frozen bundle (PyInstaller): its executable is then no
+    Python interpreter, so it cannot be a target."""
+    return bool(getattr(sys, "frozen", False))
+
+
 def app_has_tensorflow() -> bool:
     """Whether this app's own interpreter has a TensorFlow package (found, never imported:
     TensorFlow runs only in target interpreters). The app installs it only as the

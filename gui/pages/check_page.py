@@ -25,7 +25,7 @@ from PySide6.QtWidgets import (
 )
 
 from tfdoctor.core.model import Finding, ProbeResult, ProbeStatus, Severity, Target
-from tfdoctor.core.probes.targetrun import current_target
+from tfdoctor.core.probes.targetrun import app_is_bundle, current_target
 from tfdoctor.core.scan import PROBE_LABELS, CheckReport
 from tfdoctor.gui.bridges import CheckBridge, EnvsBridge
 from tfdoctor.gui.findings_view import FindingsView, summary_html, summary_text
@@ -110,7 +110,8 @@ class CheckPage(QWidget):
         self._clock.timeout.connect(self._on_clock_timeout)
         self._build()
         self._connect()
-        self.add_target(current_target(), select=True)
+        if not app_is_bundle():  # a bundle's executable is no Python: the user picks one
+            self.add_target(current_target(), select=True)
         self._stage = "Press “Run check” to start. It takes about 10-60 seconds."
         self._update_stage_label(with_time=False)
         self._set_idle_ui()

@@ -26,7 +26,11 @@ from PySide6.QtWidgets import (
 
 from tfdoctor.core import flow, recent
 from tfdoctor.core.model import Target
-from tfdoctor.core.probes.targetrun import app_has_tensorflow, current_target
+from tfdoctor.core.probes.targetrun import (
+    app_has_tensorflow,
+    app_is_bundle,
+    current_target,
+)
 from tfdoctor.gui.bridges import EnvsBridge
 
 log = logging.getLogger(__name__)
@@ -72,7 +76,8 @@ class StartPage(QWidget):
             self.add_target(current_target(), select=True)
         else:  # the picker comes first: the app's own Python has nothing to check
             self.target_combo.addItem(PICK_PROMPT)
-            self.add_target(current_target(), select=False)
+            if not app_is_bundle():  # a bundle's executable is no Python
+                self.add_target(current_target(), select=False)
             self.target_note.show()
             self.target_combo.setFocus()
 

@@ -128,8 +128,7 @@ def test_the_wheel_holds_every_resource(venv: dict[str, Path]) -> None:
     expected = []
     for rel in tree_files():
         folder, _, rest = rel.partition("/")
-        generator = rest.startswith("traces/make_")  # re-records a trace: a tool, not data
-        if folder in PACKAGE_DIRS and "__pycache__" not in rel and not generator:
+        if folder in PACKAGE_DIRS and "__pycache__" not in rel:
             expected.append(f"{PACKAGE_DIRS[folder]}/{rest}")
     missing = sorted(e for e in expected if e not in names)
     assert not missing, f"not in the wheel: {missing}"
