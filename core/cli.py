@@ -253,6 +253,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     fu = fsub.add_parser("undo", help="undo the last apply (or the one with this id)")
     fu.add_argument("record", nargs="?", metavar="ID", help="an id from `fixes history`")
+    fu.add_argument(
+        "--force",
+        action="store_true",
+        help="undo even a file you edited since the apply (your version is kept beside it)",
+    )
     fsub.add_parser("history", help="what was applied, newest last")
     fk = fsub.add_parser(
         "stop-process", help="stop a process holding GPU memory (a Jupyter kernel cleanly)"
@@ -1015,8 +1020,10 @@ def cmd_fixes(args: argparse.Namespace) -> int:
         return EXIT_OK
     try:
         if args.fixes_command == "undo":
-            rec = fixes.undo(args.record)
+            rec = fixes.undo(args.record, force=args.force)
             print(f"undone {rec['id']}: {', '.join(rec['fixes'])} on {rec['target']}")
+            for copy in rec.get("kept_edited") or []:
+                print(f"  your edited version is kept as {copy}")
             return EXIT_OK
         params = _set_params(args.set)
         if isinstance(params, str):

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import hashlib
 import json
 import os
 import re
@@ -120,6 +121,11 @@ class _Change:
     path: str
     backup: str | None  # None: the file did not exist (undo deletes it)
     created_dirs: list[str] = field(default_factory=list)
+    written_sha256: str | None = None  # what tfdoctor left there: undo checks it is unchanged
+
+
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
 
 
 class _Transaction:
@@ -156,7 +162,7 @@ class _Transaction:
             atomic_write(path, data, mode)
         except OSError as exc:
             raise FixError(f"cannot write {path}: {exc.strerror or exc}") from None
-        self.changes.append(_Change(str(path), backup, created))
+        self.changes.append(_Change(str(path), backup, created, _sha256(data)))
         return True
 
     def commit(self) -> dict[str, Any] | None:
@@ -203,11 +209,36 @@ def history() -> list[dict[str, Any]]:
     return out
 
 
-def undo(record_id: str | None = None) -> dict[str, Any]:
+def edited_since_apply(rec: Mapping[str, Any]) -> list[str]:
+    """The files of an apply record that changed after tfdoctor wrote them (the user edited
+    them, or another tool did): undoing would throw those edits away."""
+    edited = []
+    for ch in rec.get("changes") or []:
+        want = ch.get("written_sha256")
+        if not want:
+            continue  # recorded before hashes were kept
+        path = Path(ch["path"])
+        try:
+            now = _sha256(path.read_bytes())
+        except FileNotFoundError:
+            now = None
+        except OSError as exc:
+            raise FixError(f"cannot read {path}: {exc.strerror or exc}") from None
+        if now != want:
+            edited.append(str(path))
+    return edited
+
+
+def undo(record_id: str | None = None, *, force: bool = False) -> dict[str, Any]:
     """Put back what one apply changed (default: the newest not yet undone).
 
+    A file changed since the apply is not overwritten silently: without `force` the undo
+    refuses and names it; with `force` the changed version is kept beside it first
+    (`NAME.tfdoctor-edited-<id>`) and the record says where.
+
     Raises:
-        FixError: nothing to undo, an unknown id, or a file that cannot be restored.
+        FixError: nothing to undo, an unknown id, a file edited since the apply (without
+            `force`), or a file that cannot be restored.
     """
     recs = [r for r in history() if not r["undone"]]
     if not recs:
@@ -215,6 +246,24 @@ def undo(record_id: str | None = None) -> dict[str, Any]:
     rec = recs[-1] if record_id is None else next((r for r in recs if r["id"] == record_id), None)
     if rec is None:
         raise FixError(f"no applied fix with id {record_id!r} (see `tfdoctor fixes history`)")
+    edited = edited_since_apply(rec)
+    if edited and not force:
+        raise FixError(
+            f"not undone: {', '.join(edited)} changed after tfdoctor wrote it; undoing would "
+            f"lose those edits (`tfdoctor fixes undo {rec['id']} --force` keeps a copy of the "
+            "edited file beside it and undoes anyway)"
+        )
+    kept: list[str] = []
+    for path_text in edited:
+        path = Path(path_text)
+        if path.exists():
+            copy = path.with_name(f"{path.name}.tfdoctor-edited-{rec['id']}")
+            try:
+                shutil.copy2(path, copy)
+            except OSError as exc:
+                raise FixError(f"cannot keep a copy of {path}: {exc.strerror or exc}") from None
+            kept.append(str(copy))
+    rec = {**rec, "kept_edited": kept}
     for ch in reversed(rec["changes"]):
         path = Path(ch["path"])
         try:

@@ -101,6 +101,25 @@ def test_in_place_edit_and_undo_to_the_byte(jupyter: Path) -> None:
     assert [r["undone"] for r in fixes.history()] == [True, True]
 
 
+def test_undo_never_overwrites_an_edit_made_since_the_apply(jupyter: Path) -> None:
+    path = jupyter / "kernel.json"
+    original = path.read_bytes()
+    rec = fixes.apply_to_kernelspec(fixes.plan(["memory_growth"]), "tfd-test", in_place=True)
+    spec = json.loads(path.read_text())
+    spec["display_name"] = "renamed by the user after the fix"
+    edited = json.dumps(spec, indent=1).encode()
+    path.write_bytes(edited)
+    with pytest.raises(fixes.FixError, match="changed after tfdoctor wrote it"):
+        fixes.undo()
+    assert path.read_bytes() == edited  # the user's edit is untouched
+    assert [r["undone"] for r in fixes.history()] == [False]
+    done = fixes.undo(force=True)
+    assert path.read_bytes() == original
+    (copy,) = done["kept_edited"]
+    assert Path(copy).read_bytes() == edited and Path(copy).parent == path.parent
+    assert rec["id"] in copy and [r["undone"] for r in fixes.history()] == [True]
+
+
 def test_a_broken_kernel_json_is_refused_and_left_alone(jupyter: Path) -> None:
     path = jupyter / "kernel.json"
     path.write_text('{"argv": ["python", ')
