@@ -8,7 +8,7 @@ DEV_STAMP := $(VENV)/.installed-dev
 # for the tests that check a real tensorflow-cpu install: tests download nothing while running.
 TF_CPU := $(VENV)/opt/tensorflow-cpu
 
-.PHONY: app test setup lint perf clean bundle
+.PHONY: app test test-fast setup lint perf clean bundle
 
 # The app and its TensorFlow extra (the app's own Python can then be checked too).
 $(APP_STAMP): pyproject.toml
@@ -41,6 +41,10 @@ lint: $(DEV_STAMP)
 
 test: lint
 	QT_QPA_PLATFORM=offscreen $(BIN)/python -m pytest -q
+
+# The day-to-day lane: no test that imports TensorFlow (those are marked slow), no lint.
+test-fast: $(DEV_STAMP)
+	QT_QPA_PLATFORM=offscreen PYTHONPATH=tests/fastlane $(BIN)/python -m pytest -q -m "not slow"
 
 perf: $(DEV_STAMP)
 	$(BIN)/python tests/perf/bench_check.py
