@@ -26,6 +26,17 @@ def _app_style(qapp):  # type: ignore[no-untyped-def]
     return qapp
 
 
+@pytest.fixture(autouse=True)
+def _fresh_settings():  # type: ignore[no-untyped-def]
+    """Each test starts as a first launch: no window size or Python remembered from another
+    test (a target picked in one test must not become the next test's default)."""
+    from PySide6.QtCore import QSettings
+
+    QSettings("tfdoctor", "tfdoctor").clear()
+    yield
+    QSettings("tfdoctor", "tfdoctor").clear()
+
+
 @pytest.fixture
 def page(qtbot):  # type: ignore[no-untyped-def]
     """A CheckPage at the app's default size; any check still running is stopped after."""
