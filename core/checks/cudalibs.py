@@ -6,11 +6,7 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-from tfdoctor.core.checks.common import (
-    ev,
-    line_ev,
-    tf_present,
-)
+from tfdoctor.core.checks.common import ev, line_ev, tf_present
 from tfdoctor.core.checks.registry import CUDALIBS, TARGET, CheckContext, check
 from tfdoctor.core.model import Facts, Finding, Severity
 

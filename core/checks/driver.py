@@ -5,11 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from tfdoctor.core import knowledge
-from tfdoctor.core.checks.common import (
-    ev,
-    line_ev,
-    tf_present,
-)
+from tfdoctor.core.checks.common import ev, line_ev, tf_present
 from tfdoctor.core.checks.registry import NVML, TARGET, CheckContext, check
 from tfdoctor.core.model import Facts, Finding, Severity
 

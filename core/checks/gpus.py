@@ -5,13 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from tfdoctor.core import knowledge
-from tfdoctor.core.checks.common import (
-    ev,
-    gpu_indexes,
-    line_ev,
-    tf_env,
-    tf_present,
-)
+from tfdoctor.core.checks.common import ev, gpu_indexes, line_ev, tf_env, tf_present
 from tfdoctor.core.checks.registry import NVML, TARGET, CheckContext, check
 from tfdoctor.core.model import Evidence, Facts, Finding, Severity
 

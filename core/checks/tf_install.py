@@ -5,11 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from tfdoctor.core import knowledge
-from tfdoctor.core.checks.common import (
-    crash_window,
-    ev,
-    tf_present,
-)
+from tfdoctor.core.checks.common import crash_window, ev, tf_present
 from tfdoctor.core.checks.registry import NVML, TARGET, CheckContext, check
 from tfdoctor.core.diagnose.engine import ExitInfo, diagnose
 from tfdoctor.core.model import Evidence, Facts, Finding, ProbeStatus, Severity
