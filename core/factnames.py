@@ -39,7 +39,7 @@ CATALOGUE: dict[str, str] = {
     "tf.smoke_error": "the error the GPU smoke test raised",
     "tf.smoke_s": "seconds the GPU smoke test took",
     "tf.loaded_libs": "CUDA/cuDNN/cuBLAS libraries mapped into the target: {name, path, version}",
-    # --- NVML (core/probes/nvml.py) ---
+    # --- NVML (core/probes/nvml/facts.py) ---
     "nvml.status": "ok | library_not_found | driver_not_loaded | version_mismatch | "
     "no_permission | gpu_lost | timeout | error",
     "nvml.error": "the NVML error text when nvml.status is not ok",

@@ -82,9 +82,6 @@ class Facts(Mapping[str, Fact]):
         f = self._facts.get(name)
         return f is not None and f.value is not None
 
-    def merged(self, more: Iterable[Fact]) -> Facts:
-        return Facts([*self._facts.values(), *more])
-
     def with_prefix(self, prefix: str) -> dict[str, Fact]:
         return {k: v for k, v in self._facts.items() if k.startswith(prefix)}
 

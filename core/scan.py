@@ -246,26 +246,6 @@ class CheckRun:
         )
 
 
-def run_check(
-    target: Target,
-    *,
-    timeout_s: float = targetrun.DEFAULT_TIMEOUT_S,
-    snapshot: str | os.PathLike[str] | None = None,
-) -> CheckReport:
-    """Run a full check and wait for it (the CLI's path; the GUI uses CheckRun directly).
-
-    Raises:
-        targetrun.TargetError: the target is not a usable Python interpreter.
-        nvml.SnapshotError: `snapshot` is not a readable tfdoctor snapshot.
-    """
-    # Validate the interpreter first so a bad --python is a one-line error, not a finding.
-    targetrun.python_version(target.python)
-    run = CheckRun(target, timeout_s=timeout_s, snapshot=snapshot, target_validated=True)
-    report = run.start().wait()
-    assert report is not None
-    return report
-
-
 # ---------------------------------------------------------------- machine snapshots
 
 

@@ -248,7 +248,7 @@ def test_a_check_that_crashes_becomes_an_unknown_finding(monkeypatch: pytest.Mon
     def broken(facts: Facts, ctx: checks.CheckContext) -> list[Finding]:
         raise KeyError("boom")
 
-    monkeypatch.setattr(checks, "REGISTRY", [checks.Check("broken", frozenset(), broken)])
+    monkeypatch.setattr(checks.registry, "REGISTRY", [checks.Check("broken", frozenset(), broken)])
     (f,) = checks.run_checks(Facts(), checks.CheckContext())
     assert f.severity is Severity.UNKNOWN and "internal error" in f.explanation
 
