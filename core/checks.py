@@ -11,7 +11,7 @@ from packaging.version import InvalidVersion, Version
 
 from tfdoctor.core import knowledge
 from tfdoctor.core.diagnose.engine import ExitInfo, diagnose
-from tfdoctor.core.knowledge import catalog
+from tfdoctor.core.knowledge import signatures
 from tfdoctor.core.model import Evidence, Facts, Finding, ProbeResult, ProbeStatus, Severity
 
 S = Severity
@@ -22,7 +22,6 @@ TARGET, NVML, SYSTEM, CUDALIBS = "target", "nvml", "system", "cudalibs"
 LOW_FREE_VRAM_MIB = 1024
 LOW_FREE_VRAM_FRACTION = 0.10
 OTHER_PROCESS_MIN_MIB = 256  # below this, a process (a desktop compositor) is not worth naming
-GROWTH_VALUES = {"true", "false"}  # TF compares these case-sensitively (gpu_bfc_allocator.cc)
 
 
 @dataclass(frozen=True)
@@ -36,14 +35,16 @@ class CheckContext:
         r = self.probes.get(probe)
         return None if r is None else r.status
 
-    def lines(self, signal_id: str) -> list[tuple[int, str, re.Match[str]]]:
-        """Output lines (1-based number, text, match) that match a known log signal."""
-        sig = next(s for s in catalog.signals() if s.id == signal_id)
+    def lines(self, *signature_ids: str) -> list[tuple[int, str, re.Match[str]]]:
+        """Output lines (1-based number, text, match) that match one of these signatures."""
+        sigs = [signatures.signature(sid) for sid in signature_ids]
         out = []
         for i, line in enumerate(self.output, 1):
-            m = sig.pattern.search(line)
-            if m:
-                out.append((i, line.strip(), m))
+            for sig in sigs:
+                m = sig.pattern.search(line)
+                if m:
+                    out.append((i, line.strip(), m))
+                    break
         return out
 
 
@@ -537,7 +538,7 @@ def check_driver_for_build(facts: Facts, ctx: CheckContext) -> Iterator[Finding]
     compat = knowledge.load()
     req = compat.min_driver_for_cuda(str(build_cuda))
     ok = compat.driver_supports(str(driver), str(build_cuda))
-    hits = ctx.lines("driver_insufficient")
+    hits = ctx.lines("driver_insufficient", "driver_compat_unsupported")
     evidence = (
         *ev(facts, "nvidia.driver_version", "nvidia.cuda_driver_version", "tf.build_cuda_version"),
         *line_ev(hits),
@@ -714,7 +715,7 @@ def check_compute_capability(facts: Facts, ctx: CheckContext) -> Iterator[Findin
                 "tf.version",
                 "tf.build_compute_capabilities",
             ),
-            *line_ev(ctx.lines("gpu_cc_ignored") + ctx.lines("ptx_jit")),
+            *line_ev(ctx.lines("gpu_cc_ignored") + ctx.lines("ptx_jit_warning")),
         )
         verdict = sup.verdict.name
         if verdict == "UNSUPPORTED":
@@ -894,7 +895,8 @@ def check_allocator_env(facts: Facts, ctx: CheckContext) -> Iterator[Finding]:
     growth = env.get("TF_FORCE_GPU_ALLOW_GROWTH")
     allocator = env.get("TF_GPU_ALLOCATOR")
     evidence = ev(facts, "target.env")
-    if growth is not None and growth not in GROWTH_VALUES:
+    compat = knowledge.load()
+    if growth is not None and not compat.env_value_known("TF_FORCE_GPU_ALLOW_GROWTH", growth):
         yield Finding(
             "env.growth_value_ignored",
             S.WARNING,
@@ -951,7 +953,7 @@ def check_allocator_env(facts: Facts, ctx: CheckContext) -> Iterator[Finding]:
             ("memory_growth",),
             "memory",
         )
-    if allocator and allocator not in ("cuda_malloc_async", "cuda_malloc", "memory_guard", "bfc"):
+    if allocator and not compat.env_value_known("TF_GPU_ALLOCATOR", allocator):
         yield Finding(
             "env.allocator_unknown",
             S.WARNING,
@@ -1047,7 +1049,7 @@ def check_xla_tools(facts: Facts, ctx: CheckContext) -> Iterator[Finding]:
         str(w.get("name", "")).startswith("nvidia-cuda-nvcc")
         for w in facts.value("target.pip_nvidia") or []
     )
-    hits = ctx.lines("libdevice_missing") + ctx.lines("ptxas_missing")
+    hits = ctx.lines("libdevice_missing") + ctx.lines("ptxas_problem")
     evidence = (*ev(facts, "cuda.ptxas", "target.pip_ptxas", "cuda.libdevice"), *line_ev(hits))
     if not ptxas or not (libdevice or pip_nvcc) or hits:
         missing = [

@@ -148,6 +148,9 @@ class EnvVarFact:
         value_since: ``(value, 'X.Y')`` pairs: the first TF minor that understands the value.
         note: What happens with any other value.
         source: Where the facts come from.
+        value_cuda: ``(value, 'X.Y')`` pairs: the oldest CUDA a TF build needs for the value.
+        harmless: Values TF does not compare against but that ask for what TF does anyway
+            (e.g. the default allocator by name): not worth a warning.
     """
 
     name: str
@@ -156,10 +159,16 @@ class EnvVarFact:
     value_since: tuple[tuple[str, str], ...]
     note: str | None
     source: str
+    value_cuda: tuple[tuple[str, str], ...] = ()
+    harmless: tuple[str, ...] = ()
 
     def since(self, value: str) -> str | None:
         """Return the first TF ``'X.Y'`` that understands ``value`` (None: always, or unknown)."""
         return dict(self.value_since).get(value)
+
+    def cuda_since(self, value: str) -> str | None:
+        """Return the oldest CUDA ``'X.Y'`` a build needs for ``value`` (None: any)."""
+        return dict(self.value_cuda).get(value)
 
 
 @dataclass(frozen=True)
@@ -628,3 +637,52 @@ class Compat:
         since_key = series_of(since)
         assert since_key is not None  # validated at load time
         return key >= since_key
+
+    def env_value_known(self, name: str, value: str) -> bool | None:
+        """Say whether a value is one TF acts on, or a harmless one (see EnvVarFact.harmless).
+
+        Returns:
+            True or False, or None when the variable is not in the table.
+        """
+        fact = self._env_by_name.get(name)
+        if fact is None:
+            return None
+        return bool(self.env_value_accepted(name, value)) or value in fact.harmless
+
+    def allocator_unsupported(
+        self, allocator: str, *, cuda_build: bool | None, build_cuda: str | None
+    ) -> str | None:
+        """Say why a TensorFlow build cannot use a ``TF_GPU_ALLOCATOR`` value.
+
+        The async allocator needs a CUDA 11.2+ build (``cuda_since`` in compat.toml); the
+        benchmark and the fix suggestions both ask here.
+
+        Args:
+            allocator: The value, e.g. ``'cuda_malloc_async'``.
+            cuda_build: Whether TF is a CUDA build; None when unknown (then the CUDA version
+                alone decides).
+            build_cuda: The CUDA version TF was built with (build_info's ``cuda_version``).
+
+        Returns:
+            The reason in plain language, or None when the value needs no particular CUDA,
+            the build's CUDA is new enough, or its version is unreadable.
+        """
+        fact = self._env_by_name.get("TF_GPU_ALLOCATOR")
+        need = fact.cuda_since(allocator) if fact is not None else None
+        if need is None:
+            return None
+        if cuda_build is False:
+            return "this TensorFlow build has no CUDA: the GPU allocator setting does nothing"
+        cuda = build_cuda or ""
+        try:
+            major, minor = (int(x) for x in cuda.split(".")[:2])
+        except ValueError:
+            return None
+        floor = series_of(need)
+        assert floor is not None  # validated at load time
+        if (major, minor) < floor:
+            return (
+                f"{allocator} needs CUDA {need} or newer; this TensorFlow was built with "
+                f"CUDA {cuda}, so TensorFlow keeps its BFC allocator"
+            )
+        return None

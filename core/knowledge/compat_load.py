@@ -301,7 +301,16 @@ def _parse_cc_problems(rows: list[Any], origin: str) -> list[CcProblem]:
 
 
 def _parse_env_vars(rows: list[Any], origin: str) -> list[EnvVarFact]:
-    fields = {"name", "values", "case_sensitive", "since", "note", "source"}
+    fields = {
+        "name",
+        "values",
+        "harmless",
+        "case_sensitive",
+        "since",
+        "cuda_since",
+        "note",
+        "source",
+    }
     facts: list[EnvVarFact] = []
     seen: set[str] = set()
     for i, raw in enumerate(rows, 1):
@@ -313,24 +322,33 @@ def _parse_env_vars(rows: list[Any], origin: str) -> list[EnvVarFact]:
         values = row.str_list("values")
         if not values:
             raise KnowledgeError(f"{row.where}: values is empty")
-        since_raw = row.data.get("since", {})
-        if not isinstance(since_raw, dict):
-            raise KnowledgeError(f"{row.where}: since must be a table of value = 'X.Y'")
-        since: list[tuple[str, str]] = []
-        for value, tf in since_raw.items():
-            if value not in values:
-                raise KnowledgeError(f"{row.where}: since names unknown value {value!r}")
-            if not isinstance(tf, str) or not MAJOR_MINOR_RE.match(tf):
-                raise KnowledgeError(f"{row.where}: since.{value} must be a 'X.Y' TF version")
-            since.append((value, tf))
         facts.append(
             EnvVarFact(
                 name=name,
                 values=values,
                 case_sensitive=row.req_bool("case_sensitive"),
-                value_since=tuple(since),
+                value_since=_value_versions(row, "since", values, "TF"),
+                value_cuda=_value_versions(row, "cuda_since", values, "CUDA"),
+                harmless=row.str_list("harmless", required=False),
                 note=row.opt_str("note"),
                 source=row.source(),
             )
         )
     return facts
+
+
+def _value_versions(
+    row: Row, key: str, values: tuple[str, ...], what: str
+) -> tuple[tuple[str, str], ...]:
+    """A table of value = 'X.Y' (the first TF / CUDA version a value needs)."""
+    raw = row.data.get(key, {})
+    if not isinstance(raw, dict):
+        raise KnowledgeError(f"{row.where}: {key} must be a table of value = 'X.Y'")
+    out: list[tuple[str, str]] = []
+    for value, version in raw.items():
+        if value not in values:
+            raise KnowledgeError(f"{row.where}: {key} names unknown value {value!r}")
+        if not isinstance(version, str) or not MAJOR_MINOR_RE.match(version):
+            raise KnowledgeError(f"{row.where}: {key}.{value} must be a 'X.Y' {what} version")
+        out.append((value, version))
+    return tuple(out)

@@ -175,9 +175,11 @@ class Row:
         except re.error as exc:
             raise KnowledgeError(f"{self.where}: bad pattern in {key} ({exc})") from None
 
-    def refs(self, key: str, known: Collection[str], what: str) -> tuple[str, ...]:
+    def refs(
+        self, key: str, known: Collection[str], what: str, required: bool = True
+    ) -> tuple[str, ...]:
         """A list of ids that must all exist in ``known`` (cross-checked at load time)."""
-        ids = self.str_list(key, required=False)
+        ids = self.str_list(key, required)
         check_refs(self.where, key, ids, known, what)
         return ids
 
