@@ -7,6 +7,7 @@ signature's causes) is cross-checked against it at load time.
 
 from __future__ import annotations
 
+from tfdoctor.core.knowledge.base import KnowledgeBase, load_all
 from tfdoctor.core.knowledge.compat import (
     Architecture,
     CcProblem,
@@ -33,10 +34,12 @@ __all__ = [
     "CudaDriverRow",
     "DriverReq",
     "EnvVarFact",
+    "KnowledgeBase",
     "KnowledgeError",
     "MinorCompat",
     "Platform",
     "TfBuild",
     "load",
+    "load_all",
     "load_from",
 ]

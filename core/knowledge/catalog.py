@@ -65,9 +65,8 @@ def load_fixes(path: str | os.PathLike[str] = FIXES_FILE) -> dict[str, Fix]:
     out: dict[str, Fix] = {}
     seen: set[str] = set()
     for i, raw in enumerate(top.tables("fix"), 1):
-        row = Row(raw, f"{path}: [[fix]] #{i}", _FIELDS)
+        row = Row.entry(raw, f"{path}: [[fix]] #{i}", _FIELDS)
         fid = row.req_str("id")
-        row.where += f" ({fid})"
         fix = Fix(
             fid,
             row.req_str("kind"),
@@ -105,7 +104,7 @@ def load_fixes(path: str | os.PathLike[str] = FIXES_FILE) -> dict[str, Fix]:
         if fix.bench is not None and fix.bench not in BENCH_KNOBS:
             known = ", ".join(sorted(BENCH_KNOBS))
             raise KnowledgeError(f"{where}: unknown bench knob {fix.bench!r} (known: {known})")
-        unique(f"{path}: [[fix]] #{i}", "fix id", fix.id, seen)
+        unique(where, "fix id", fix.id, seen)
         out[fix.id] = fix
     return out
 

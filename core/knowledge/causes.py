@@ -39,10 +39,9 @@ def load_causes(
     out: dict[str, CauseInfo] = {}
     seen: set[str] = set()
     for i, raw in enumerate(top.tables("cause"), 1):
-        row = Row(raw, f"{path}: [[cause]] #{i}", {"id", "title", "explanation", "fixes"})
+        row = Row.entry(raw, f"{path}: [[cause]] #{i}", {"id", "title", "explanation", "fixes"})
         cid = row.req_str("id")
         unique(row.where, "cause id", cid, seen)
-        row.where += f" ({cid})"
         out[cid] = CauseInfo(
             cid,
             row.req_str("title"),

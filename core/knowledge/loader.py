@@ -56,6 +56,14 @@ class Row:
         self.data: dict[str, Any] = data
         self.where = where
 
+    @classmethod
+    def entry(cls, data: Any, where: str, allowed: set[str], key: str = "id") -> Row:
+        """One table of an array of tables, its location naming it by ``key`` when readable."""
+        name = data.get(key) if isinstance(data, dict) else None
+        if isinstance(name, str) and name.strip():
+            where = f"{where} ({name})"
+        return cls(data, where, allowed)
+
     def tables(self, key: str) -> list[Any]:
         value = self.data.get(key, [])
         if not isinstance(value, list):

@@ -67,10 +67,10 @@ def load_signatures(
     out: list[Signature] = []
     seen: set[str] = set()
     for i, raw in enumerate(top.tables("signature"), 1):
-        row = Row(raw, f"{path}: [[signature]] #{i}", _FIELDS)
+        row = Row.entry(raw, f"{path}: [[signature]] #{i}", _FIELDS)
         sid = row.req_str("id")
-        unique(row.where, "signature id", sid, seen)
-        row.where = where = f"{path}: signature {sid}"
+        where = row.where
+        unique(where, "signature id", sid, seen)
         anchors = row.str_or_list("anchor")
         if not anchors:
             raise KnowledgeError(f"{where}: no anchor")
