@@ -8,20 +8,19 @@ signature's causes) is cross-checked against it at load time.
 from __future__ import annotations
 
 from tfdoctor.core.knowledge.base import KnowledgeBase, load_all
-from tfdoctor.core.knowledge.compat import (
+from tfdoctor.core.knowledge.compat import Compat, Platform
+from tfdoctor.core.knowledge.compat_load import COMPAT_FILE, load, load_from
+from tfdoctor.core.knowledge.compat_types import (
     Architecture,
     CcProblem,
     CcSupport,
     CcVerdict,
-    Compat,
     CudaDriverRow,
     DriverReq,
     EnvVarFact,
     MinorCompat,
-    Platform,
     TfBuild,
 )
-from tfdoctor.core.knowledge.compat_load import COMPAT_FILE, load, load_from
 from tfdoctor.core.knowledge.loader import KnowledgeError
 
 __all__ = [

@@ -12,10 +12,10 @@ from typing import Any
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import Version
 
-from tfdoctor.core.knowledge.compat import (
+from tfdoctor.core.knowledge.compat import Compat
+from tfdoctor.core.knowledge.compat_types import (
     Architecture,
     CcProblem,
-    Compat,
     CudaDriverRow,
     EnvVarFact,
     MinorCompat,
