@@ -17,6 +17,7 @@ from typing import Any
 
 from tfdoctor.core.bench.config import BenchConfig
 from tfdoctor.core.diagnose.engine import CauseInfo, diagnose, load_causes
+from tfdoctor.core.knowledge import catalog
 from tfdoctor.core.model import Cause, Diagnosis, Evidence, Facts, Finding, Severity, Target
 
 STEPS = ("start", "checks", "reproduce", "diagnosis", "fix", "export")
@@ -449,16 +450,11 @@ def suggested_params(session: Session) -> dict[str, str]:
 
 def _fix_unsupported(fid: str, session: Session) -> bool:
     """A fix this TensorFlow build cannot use (the async allocator needs CUDA 11.2+)."""
-    if fid != "async_allocator" or session.check is None:
+    if session.check is None:
         return False
-    if _fact(session, "tf.is_cuda_build") is False:
-        return True
     cuda = str(_fact(session, "tf.build_cuda_version") or "")
-    try:
-        major, minor = (int(x) for x in cuda.split(".")[:2])
-    except ValueError:
-        return False
-    return (major, minor) < (11, 2)
+    cuda_build = _fact(session, "tf.is_cuda_build")
+    return catalog.fix_unsupported(fid, cuda_build=cuda_build, build_cuda=cuda) is not None
 
 
 def proposed_fixes(session: Session) -> list[tuple[str, list[str]]]:

@@ -42,6 +42,7 @@ from tfdoctor.core import memcg, procgroup
 from tfdoctor.core.bench.config import BenchConfig
 from tfdoctor.core.diagnose.engine import ExitInfo, diagnose
 from tfdoctor.core.events import EventBuffer
+from tfdoctor.core.knowledge import load as load_compat
 from tfdoctor.core.model import Diagnosis, Target
 from tfdoctor.core.paths import state_dir
 from tfdoctor.core.probes import system, targetrun
@@ -921,22 +922,12 @@ class Supervisor:
 
 def _allocator_unsupported(config: BenchConfig, info: dict[str, Any]) -> str | None:
     """Why TF_GPU_ALLOCATOR=cuda_malloc_async cannot work in this TF, or None."""
-    if config.allocator != "cuda_malloc_async":
-        return None
     build = info.get("build") or {}
-    if not build.get("is_cuda_build"):
-        return "this TensorFlow build has no CUDA: the GPU allocator setting does nothing"
     cuda = str(build.get("cuda_version") or "")
-    try:
-        major, minor = (int(x) for x in cuda.split(".")[:2])
-    except ValueError:
-        return None
-    if (major, minor) < (11, 2):
-        return (
-            f"cuda_malloc_async needs CUDA 11.2 or newer; this TensorFlow was built with "
-            f"CUDA {cuda}, so TensorFlow keeps its BFC allocator"
-        )
-    return None
+    cuda_build = bool(build.get("is_cuda_build"))
+    return load_compat().allocator_unsupported(
+        config.allocator, cuda_build=cuda_build, build_cuda=cuda
+    )
 
 
 class _Died(Exception):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,6 +21,36 @@ from tfdoctor.core.fixes import FixError, plan
 from tfdoctor.core.knowledge import catalog
 from tfdoctor.core.model import Target
 from tfdoctor.core.telemetry import Timeline
+
+
+def _memory_limit(cfg: BenchConfig, params: dict[str, str]) -> BenchConfig:
+    mb = params.get("memory_limit_mb")
+    try:
+        return dataclasses.replace(cfg, memory_limit_mb=int(str(mb)), memory_growth=False)
+    except ValueError:
+        raise FixError(f"memory_limit_mb must be a number of MB, not {mb!r}") from None
+
+
+def _smaller_batch(cfg: BenchConfig, params: dict[str, str]) -> BenchConfig:
+    size = params.get("batch_size")
+    try:
+        batch = int(size) if size else max(1, int(cfg.batch_size * 0.5))
+    except ValueError:
+        raise FixError(f"batch_size must be a whole number, not {size!r}") from None
+    return dataclasses.replace(cfg, batch_size=batch)
+
+
+# How each benchmark knob a fix names (`bench` in fixes.toml, catalog.BENCH_KNOBS) changes the
+# run; the parameters are the fix's defaults overridden by the caller's.
+KNOBS: dict[str, Callable[[BenchConfig, dict[str, str]], BenchConfig]] = {
+    "memory_growth": lambda c, p: dataclasses.replace(c, memory_growth=True, memory_limit_mb=None),
+    "memory_limit_mb": _memory_limit,
+    "allocator": lambda c, p: dataclasses.replace(c, allocator="cuda_malloc_async"),
+    "mixed_precision": lambda c, p: dataclasses.replace(c, mixed_precision=True),
+    "jit_compile": lambda c, p: dataclasses.replace(c, jit_compile=not c.jit_compile),
+    "data": lambda c, p: dataclasses.replace(c, data="stream"),
+    "batch_size": _smaller_batch,
+}
 
 
 def fixed_run(
@@ -40,29 +71,9 @@ def fixed_run(
     for fid in fix_ids:
         if fid not in known:
             raise FixError(f"unknown fix {fid!r}")
-        if fid == "memory_growth":
-            cfg = dataclasses.replace(cfg, memory_growth=True, memory_limit_mb=None)
-        elif fid == "memory_limit":
-            mb = params.get("memory_limit_mb", dict(known[fid].params).get("memory_limit_mb"))
-            try:
-                cfg = dataclasses.replace(cfg, memory_limit_mb=int(str(mb)), memory_growth=False)
-            except ValueError:
-                raise FixError(f"memory_limit_mb must be a number of MB, not {mb!r}") from None
-        elif fid == "async_allocator":
-            cfg = dataclasses.replace(cfg, allocator="cuda_malloc_async")
-        elif fid == "mixed_precision":
-            cfg = dataclasses.replace(cfg, mixed_precision=True)
-        elif fid == "xla_toggle":
-            cfg = dataclasses.replace(cfg, jit_compile=not cfg.jit_compile)
-        elif fid == "stream_tf_data":
-            cfg = dataclasses.replace(cfg, data="stream")
-        elif fid == "smaller_batch":
-            size = params.get("batch_size")
-            try:
-                batch = int(size) if size else max(1, int(cfg.batch_size * 0.5))
-            except ValueError:
-                raise FixError(f"batch_size must be a whole number, not {size!r}") from None
-            cfg = dataclasses.replace(cfg, batch_size=batch)
+        knob = known[fid].bench  # fixes.toml: the benchmark setting that shows this fix
+        if knob is not None:
+            cfg = KNOBS[knob](cfg, {**dict(known[fid].params), **params})
         elif known[fid].applicable and (known[fid].env or known[fid].unset):
             p = plan([fid], params)
             env.update(p.env)

@@ -93,7 +93,7 @@ def check_xla_tools(facts: Facts, ctx: CheckContext) -> Iterator[Finding]:
         str(w.get("name", "")).startswith("nvidia-cuda-nvcc")
         for w in facts.value("target.pip_nvidia") or []
     )
-    hits = ctx.lines("libdevice_missing") + ctx.lines("ptxas_missing")
+    hits = ctx.lines("libdevice_missing") + ctx.lines("ptxas_problem")
     evidence = (*ev(facts, "cuda.ptxas", "target.pip_ptxas", "cuda.libdevice"), *line_ev(hits))
     if not ptxas or not (libdevice or pip_nvcc) or hits:
         missing = [

@@ -111,7 +111,7 @@ def check_driver_for_build(facts: Facts, ctx: CheckContext) -> Iterator[Finding]
     compat = knowledge.load()
     req = compat.min_driver_for_cuda(str(build_cuda))
     ok = compat.driver_supports(str(driver), str(build_cuda))
-    hits = ctx.lines("driver_insufficient")
+    hits = ctx.lines("driver_insufficient", "driver_compat_unsupported")
     evidence = (
         *ev(facts, "nvidia.driver_version", "nvidia.cuda_driver_version", "tf.build_cuda_version"),
         *line_ev(hits),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from tfdoctor.core import knowledge
 from tfdoctor.core.checks.common import (
     OTHER_PROCESS_MIN_MIB,
     ev,
@@ -17,8 +18,6 @@ from tfdoctor.core.model import Facts, Finding, Severity
 
 S = Severity
 
-GROWTH_VALUES = {"true", "false"}  # TF compares these case-sensitively (gpu_bfc_allocator.cc)
-
 
 @check(TARGET, NVML)
 def check_allocator_env(facts: Facts, ctx: CheckContext) -> Iterator[Finding]:
@@ -28,7 +27,8 @@ def check_allocator_env(facts: Facts, ctx: CheckContext) -> Iterator[Finding]:
     growth = env.get("TF_FORCE_GPU_ALLOW_GROWTH")
     allocator = env.get("TF_GPU_ALLOCATOR")
     evidence = ev(facts, "target.env")
-    if growth is not None and growth not in GROWTH_VALUES:
+    compat = knowledge.load()
+    if growth is not None and not compat.env_value_known("TF_FORCE_GPU_ALLOW_GROWTH", growth):
         yield Finding(
             "env.growth_value_ignored",
             S.WARNING,
@@ -85,7 +85,7 @@ def check_allocator_env(facts: Facts, ctx: CheckContext) -> Iterator[Finding]:
             ("memory_growth",),
             "memory",
         )
-    if allocator and allocator not in ("cuda_malloc_async", "cuda_malloc", "memory_guard", "bfc"):
+    if allocator and not compat.env_value_known("TF_GPU_ALLOCATOR", allocator):
         yield Finding(
             "env.allocator_unknown",
             S.WARNING,

@@ -157,7 +157,7 @@ def check_compute_capability(facts: Facts, ctx: CheckContext) -> Iterator[Findin
                 "tf.version",
                 "tf.build_compute_capabilities",
             ),
-            *line_ev(ctx.lines("gpu_cc_ignored") + ctx.lines("ptx_jit")),
+            *line_ev(ctx.lines("gpu_cc_ignored") + ctx.lines("ptx_jit_warning")),
         )
         verdict = sup.verdict.name
         if verdict == "UNSUPPORTED":

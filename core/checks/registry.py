@@ -6,7 +6,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from tfdoctor.core.knowledge import catalog
+from tfdoctor.core.knowledge import signatures
 from tfdoctor.core.model import Facts, Finding, ProbeResult, ProbeStatus, Severity
 
 S = Severity
@@ -26,14 +26,16 @@ class CheckContext:
         r = self.probes.get(probe)
         return None if r is None else r.status
 
-    def lines(self, signal_id: str) -> list[tuple[int, str, re.Match[str]]]:
-        """Output lines (1-based number, text, match) that match a known log signal."""
-        sig = next(s for s in catalog.signals() if s.id == signal_id)
+    def lines(self, *signature_ids: str) -> list[tuple[int, str, re.Match[str]]]:
+        """Output lines (1-based number, text, match) that match one of these signatures."""
+        sigs = [signatures.signature(sid) for sid in signature_ids]
         out = []
         for i, line in enumerate(self.output, 1):
-            m = sig.pattern.search(line)
-            if m:
-                out.append((i, line.strip(), m))
+            for sig in sigs:
+                m = sig.pattern.search(line)
+                if m:
+                    out.append((i, line.strip(), m))
+                    break
         return out
 
 

@@ -20,39 +20,19 @@ from tfdoctor.core.diagnose.bfc import (
     parse_size,
 )
 from tfdoctor.core.diagnose.reader import MAX_LINE_CHARS, Chunk, clean_line, iter_chunks
-from tfdoctor.core.knowledge import catalog
+from tfdoctor.core.knowledge import causes as known_causes
+from tfdoctor.core.knowledge import signatures as known_signatures
+from tfdoctor.core.knowledge.causes import CauseInfo as CauseInfo
+from tfdoctor.core.knowledge.causes import load_causes as load_causes
+from tfdoctor.core.knowledge.signatures import Signature as Signature
+from tfdoctor.core.knowledge.signatures import load_signatures as load_signatures
 from tfdoctor.core.model import Cause, Diagnosis, Evidence, Facts
 
-KNOWLEDGE = Path(__file__).resolve().parent.parent / "knowledge"
 MIN_SCORE = 1.0  # below this a cause is not reported
 EVIDENCE_PER_SIGNATURE = 4
 EVIDENCE_PER_CAUSE = 8
 SEEN_LINES_KEPT = 20_000
 SATURATED = 5  # hits after which a signature's evidence and weight are complete
-
-
-class SignatureError(Exception):
-    """A signature or cause file is malformed; the message names the file and the entry."""
-
-
-@dataclass(frozen=True)
-class CauseInfo:
-    id: str
-    title: str
-    explanation: str
-    fixes: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class Signature:
-    id: str
-    anchors: tuple[str, ...]
-    pattern: re.Pattern[str]
-    causes: Mapping[str, float]
-    noise: bool = False
-    role: str | None = None
-    examples: tuple[str, ...] = ()
-    counterexamples: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -63,97 +43,6 @@ class ExitInfo:
     signal: str | None = None
     oom_kill_record: bool = False  # a kernel/cgroup OOM record names this process
     oom_kill_line: str | None = None
-
-
-def _toml(path: Path) -> dict[str, Any]:
-    try:
-        return catalog.load_toml(path)
-    except catalog.CatalogError as exc:
-        raise SignatureError(str(exc)) from None
-
-
-def load_causes(path: Path = KNOWLEDGE / "causes.toml") -> dict[str, CauseInfo]:
-    """The cause catalogue by id.
-
-    Raises:
-        SignatureError: bad TOML, a duplicate id, a missing field, or an unknown fix id.
-    """
-    fixes = catalog.fixes()
-    out: dict[str, CauseInfo] = {}
-    for row in _toml(path).get("cause", []):
-        try:
-            info = CauseInfo(
-                str(row["id"]), str(row["title"]), str(row["explanation"]), tuple(row["fixes"])
-            )
-        except KeyError as exc:
-            raise SignatureError(f"{path.name}: a cause lacks {exc}") from None
-        if info.id in out:
-            raise SignatureError(f"{path.name}: duplicate cause id {info.id!r}")
-        unknown = [f for f in info.fixes if f not in fixes]
-        if unknown:
-            raise SignatureError(f"{path.name}: cause {info.id} names unknown fixes {unknown}")
-        out[info.id] = info
-    return out
-
-
-def load_signatures(
-    path: Path = KNOWLEDGE / "signatures.toml", causes: Mapping[str, CauseInfo] | None = None
-) -> tuple[Signature, ...]:
-    """Signatures, compiled and validated against their own examples.
-
-    Raises:
-        SignatureError: bad TOML or regex, a duplicate id, an unknown cause id, an example
-            that does not match (or a counterexample that does), or an anchor missing from
-            a matching example (the prefilter would never find it).
-    """
-    causes = load_causes() if causes is None else causes
-    out: list[Signature] = []
-    seen: set[str] = set()
-    for row in _toml(path).get("signature", []):
-        sid = str(row.get("id", "?"))
-        where = f"{path.name}: signature {sid}"
-        if sid in seen:
-            raise SignatureError(f"{path.name}: duplicate signature id {sid!r}")
-        seen.add(sid)
-        anchors = row.get("anchor")
-        anchors = (anchors,) if isinstance(anchors, str) else tuple(anchors or ())
-        if not anchors:
-            raise SignatureError(f"{where}: no anchor")
-        try:
-            pattern = re.compile(str(row["pattern"]))
-        except KeyError:
-            raise SignatureError(f"{where}: no pattern") from None
-        except re.error as exc:
-            raise SignatureError(f"{where}: bad pattern ({exc})") from None
-        weights = {str(k): float(v) for k, v in (row.get("causes") or {}).items()}
-        bad = [c for c in weights if c not in causes]
-        if bad:
-            raise SignatureError(f"{where}: unknown cause ids {bad}")
-        examples = tuple(str(e) for e in row.get("examples", ()))
-        counter = tuple(str(e) for e in row.get("counterexamples", ()))
-        if not examples:
-            raise SignatureError(f"{where}: needs at least one example")
-        for ex in examples:
-            if not pattern.search(ex):
-                raise SignatureError(f"{where}: does not match its example {ex!r}")
-            if not any(a in ex for a in anchors):
-                raise SignatureError(f"{where}: no anchor in example {ex!r}")
-        for ex in counter:
-            if pattern.search(ex):
-                raise SignatureError(f"{where}: matches its counterexample {ex!r}")
-        out.append(
-            Signature(
-                sid,
-                anchors,
-                pattern,
-                weights,
-                bool(row.get("noise", False)),
-                row.get("role"),
-                examples,
-                counter,
-            )
-        )
-    return tuple(out)
 
 
 @dataclass
@@ -583,8 +472,7 @@ def _benign_lines(hits: Mapping[str, _Hit], src: str, oom: BfcOom) -> list[tuple
 
 @functools.cache
 def default_diagnoser_parts() -> tuple[tuple[Signature, ...], dict[str, CauseInfo]]:
-    causes = load_causes()
-    return load_signatures(causes=causes), causes
+    return known_signatures.signatures(), known_causes.causes()
 
 
 def new_diagnoser() -> Diagnoser:

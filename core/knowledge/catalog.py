@@ -1,20 +1,27 @@
-"""Load and validate the fix catalog and the probe log signals (TOML data in this folder)."""
+"""The fix catalog (fixes.toml): every fix a finding or a cause may name, validated at load."""
 
 from __future__ import annotations
 
 import functools
+import os
 import re
-import tomllib
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
 
-HERE = Path(__file__).parent
+from tfdoctor.core.knowledge.compat_load import load as load_compat
+from tfdoctor.core.knowledge.loader import KNOWLEDGE_DIR, KnowledgeError, Row, read_toml, unique
+
+FIXES_FILE = KNOWLEDGE_DIR / "fixes.toml"
 FIX_KINDS = frozenset({"config", "code", "env", "action"})
-
-
-class CatalogError(Exception):
-    """A knowledge file is malformed; the message names the file and the row."""
+# The benchmark settings a fix can change, so that a re-run shows its effect (bench/verify.py
+# turns each into a BenchConfig change; a fix names one as `bench`).
+BENCH_KNOBS = frozenset(
+    {"memory_growth", "memory_limit_mb", "allocator", "mixed_precision", "jit_compile", "data",
+     "batch_size"}
+)  # fmt: skip
+_FIELDS = {
+    "id", "kind", "title", "summary", "risk", "undo", "env", "unset", "preamble", "params",
+    "snippet", "bench",
+}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -34,6 +41,7 @@ class Fix:
     preamble: str = ""
     params: tuple[tuple[str, str], ...] = ()  # name -> default value
     snippet: str = ""  # code fixes: the code to paste
+    bench: str | None = None  # the benchmark knob (BENCH_KNOBS) a re-run verifies it with
 
     @property
     def applicable(self) -> bool:
@@ -45,107 +53,60 @@ _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _PARAM_REF = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
-@dataclass(frozen=True)
-class LogSignal:
-    id: str
-    pattern: re.Pattern[str]
-    examples: tuple[str, ...]
-
-
-def load_toml(path: Path) -> dict[str, Any]:
-    """Parse a knowledge TOML file.
-
-    Raises:
-        CatalogError: unreadable file or bad TOML (the message names the file).
-    """
-    try:
-        with path.open("rb") as fh:
-            return tomllib.load(fh)
-    except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise CatalogError(f"{path.name}: {exc}") from None
-
-
-def load_fixes(path: Path = HERE / "fixes.toml") -> dict[str, Fix]:
+def load_fixes(path: str | os.PathLike[str] = FIXES_FILE) -> dict[str, Fix]:
     """The fix catalog by id.
 
     Raises:
-        CatalogError: unreadable TOML, a duplicate id, an unknown kind or a missing field.
+        KnowledgeError: unreadable TOML, an unknown field, a duplicate id, an unknown kind or
+            benchmark knob, a missing field, a bad variable name, an undeclared parameter, or
+            a snippet that is not Python.
     """
+    top = Row(read_toml(path), str(path), {"fix"})
     out: dict[str, Fix] = {}
-    for i, row in enumerate(load_toml(path).get("fix", [])):
-        try:
-            env = row.get("env", {})
-            params = row.get("params", {})
-            if not isinstance(env, dict) or not isinstance(params, dict):
-                raise CatalogError(f"{path.name}: fix #{i + 1}: env and params must be tables")
-            fix = Fix(
-                str(row["id"]),
-                str(row["kind"]),
-                str(row["title"]),
-                str(row["summary"]),
-                risk=str(row.get("risk", "")),
-                undo=str(row.get("undo", "")),
-                env=tuple((str(k), str(v)) for k, v in env.items()),
-                unset=tuple(str(v) for v in row.get("unset", [])),
-                preamble=str(row.get("preamble", "")).strip("\n"),
-                params=tuple((str(k), str(v)) for k, v in params.items()),
-                snippet=str(row.get("snippet", "")).strip("\n"),
-            )
-        except KeyError as exc:
-            raise CatalogError(f"{path.name}: fix #{i + 1} lacks {exc}") from None
+    seen: set[str] = set()
+    for i, raw in enumerate(top.tables("fix"), 1):
+        row = Row.entry(raw, f"{path}: [[fix]] #{i}", _FIELDS)
+        fid = row.req_str("id")
+        fix = Fix(
+            fid,
+            row.req_str("kind"),
+            row.req_str("title"),
+            row.req_str("summary"),
+            risk=row.text("risk"),
+            undo=row.text("undo"),
+            env=row.str_table("env"),
+            unset=row.str_list("unset", required=False),
+            preamble=row.text("preamble").strip("\n"),
+            params=row.str_table("params"),
+            snippet=row.text("snippet").strip("\n"),
+            bench=row.opt_str("bench"),
+        )
+        where = row.where
         names = [k for k, _ in fix.env] + list(fix.unset)
         bad = [n for n in names if not _ENV_NAME.match(n)]
         if bad:
-            raise CatalogError(f"{path.name}: fix {fix.id!r}: bad variable name {bad[0]!r}")
+            raise KnowledgeError(f"{where}: bad variable name {bad[0]!r}")
         declared = {k for k, _ in fix.params}
         used = {m for text in [v for _, v in fix.env] + [fix.preamble]
                 for m in _PARAM_REF.findall(text)}  # fmt: skip
         if used - declared:
             missing = ", ".join(sorted(used - declared))
-            raise CatalogError(f"{path.name}: fix {fix.id!r} uses undeclared params: {missing}")
+            raise KnowledgeError(f"{where}: uses undeclared params: {missing}")
         if fix.snippet:
             try:
                 compile(fix.snippet, f"{fix.id} snippet", "exec")
             except SyntaxError as exc:
-                raise CatalogError(f"{path.name}: fix {fix.id!r}: snippet: {exc.msg}") from None
+                raise KnowledgeError(f"{where}: snippet: {exc.msg}") from None
         if fix.applicable and fix.kind != "config":
-            raise CatalogError(f"{path.name}: fix {fix.id!r} changes settings but is {fix.kind}")
+            raise KnowledgeError(f"{where}: changes settings but is {fix.kind}")
         if fix.kind not in FIX_KINDS:
-            raise CatalogError(f"{path.name}: fix {fix.id!r} has unknown kind {fix.kind!r}")
-        if fix.id in out:
-            raise CatalogError(f"{path.name}: duplicate fix id {fix.id!r}")
+            raise KnowledgeError(f"{where}: unknown kind {fix.kind!r}")
+        if fix.bench is not None and fix.bench not in BENCH_KNOBS:
+            known = ", ".join(sorted(BENCH_KNOBS))
+            raise KnowledgeError(f"{where}: unknown bench knob {fix.bench!r} (known: {known})")
+        unique(where, "fix id", fix.id, seen)
         out[fix.id] = fix
     return out
-
-
-def load_signals(path: Path = HERE / "log_signals.toml") -> tuple[LogSignal, ...]:
-    """The probe-output signals, compiled, each checked against its own examples.
-
-    Raises:
-        CatalogError: unreadable TOML, a duplicate id, a bad regex, or an example that its
-            pattern does not match.
-    """
-    out: list[LogSignal] = []
-    seen: set[str] = set()
-    for i, row in enumerate(load_toml(path).get("signal", [])):
-        sid = str(row.get("id", f"#{i + 1}"))
-        try:
-            pattern = re.compile(str(row["pattern"]))
-        except KeyError:
-            raise CatalogError(f"{path.name}: signal {sid} has no pattern") from None
-        except re.error as exc:
-            raise CatalogError(f"{path.name}: signal {sid}: bad pattern ({exc})") from None
-        examples = tuple(str(e) for e in row.get("examples", []))
-        if not examples:
-            raise CatalogError(f"{path.name}: signal {sid} has no examples")
-        for ex in examples:
-            if not pattern.search(ex):
-                raise CatalogError(f"{path.name}: signal {sid} does not match its example {ex!r}")
-        if sid in seen:
-            raise CatalogError(f"{path.name}: duplicate signal id {sid!r}")
-        seen.add(sid)
-        out.append(LogSignal(sid, pattern, examples))
-    return tuple(out)
 
 
 @functools.cache
@@ -154,7 +115,21 @@ def fixes() -> dict[str, Fix]:
     return load_fixes()
 
 
-@functools.cache
-def signals() -> tuple[LogSignal, ...]:
-    """The shipped probe-output signals (cached)."""
-    return load_signals()
+def fix_unsupported(fix_id: str, *, cuda_build: bool | None, build_cuda: str | None) -> str | None:
+    """Say why a TensorFlow build cannot use a fix, e.g. the async allocator on CUDA < 11.2.
+
+    Args:
+        fix_id: A fix of the shipped catalog.
+        cuda_build: Whether TF is a CUDA build (None: unknown).
+        build_cuda: The CUDA version TF was built with.
+
+    Returns:
+        The reason in plain language, or None when the fix can work (or we cannot tell).
+    """
+    fix = fixes().get(fix_id)
+    allocator = dict(fix.env).get("TF_GPU_ALLOCATOR") if fix is not None else None
+    if allocator is None:
+        return None
+    return load_compat().allocator_unsupported(
+        allocator, cuda_build=cuda_build, build_cuda=build_cuda
+    )

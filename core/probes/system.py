@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tfdoctor.core.knowledge import signatures
 from tfdoctor.core.model import Fact, FactValue, ProbeResult, ProbeStatus
 
 log = logging.getLogger(__name__)
@@ -177,18 +178,8 @@ _ISO_PREFIX = re.compile(
     r"^\[?(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:[+-]\d{2}:?\d{2}|Z)?)"
 )
 _MEMCG = "CONSTRAINT_MEMCG"
-_KILLED = re.compile(
-    r"(?P<prefix>Memory cgroup out of memory: |Out of memory(?: \([^)]*\))?: )?"
-    r"Killed process (?P<pid>\d+) \((?P<name>.+?)\)(?=[\s,]|$)"
-)
-# Old kernels (before 5.x) announce the victim first ("Kill process ... or sacrifice child").
-_KILL_ANNOUNCE = re.compile(r"(?P<memcg>Memory cgroup out of memory|Out of memory): Kill process ")
-_OOM_KILL = re.compile(r"oom-kill:(?P<fields>\S+)")
-_OOMD = re.compile(r"Killed (?P<cgroup>/\S+) due to memory pressure")
-_XID = re.compile(
-    r"NVRM: Xid \((?:PCI:)?(?P<pci>[0-9A-Fa-f]{4}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}(?:\.[0-7])?)\): "
-    r"(?P<xid>\d+)(?:, pid=(?P<pid>\d+|'?<unknown>'?))?(?:, name=(?P<name>[^,]*))?"
-)
+# The kernel-log records (OOM kills, Xid errors) are the named parts of the diagnosis
+# signatures kernel_oom_kill and xid (knowledge/signatures.toml): one description of each line.
 
 
 def _line_time(line: str) -> str | None:
@@ -214,13 +205,14 @@ def parse_oom_kills(lines: Iterable[str], limit: int = MAX_RECORDS) -> list[dict
         ``global`` (whole machine out of memory), ``cgroup`` (a memory cgroup limit was hit),
         ``systemd-oomd`` (killed by the userspace OOM daemon) or ``kernel`` (not stated).
     """
+    parts = signatures.signature("kernel_oom_kill").parts
     records: list[dict[str, Any]] = []
     open_by_pid: dict[int, dict[str, Any]] = {}  # oom-kill summaries awaiting their Killed line
     announced_kind: str | None = None
     for raw in lines:
         line = raw.rstrip("\r\n")
         if "oom-kill:" in line:
-            m = _OOM_KILL.search(line)
+            m = parts["summary"].search(line)
             if m:
                 fields: dict[str, str] = {}
                 for item in m.group("fields").split(","):
@@ -246,12 +238,12 @@ def parse_oom_kills(lines: Iterable[str], limit: int = MAX_RECORDS) -> list[dict
                     open_by_pid[rec["pid"]] = rec
                 continue
         if "Kill process " in line:
-            a = _KILL_ANNOUNCE.search(line)
+            a = parts["announce"].search(line)  # old kernels name the victim first
             if a:
                 announced_kind = "cgroup" if a.group("memcg").startswith("Memory") else "global"
                 continue
         if "Killed process " in line:
-            m2 = _KILLED.search(line)
+            m2 = parts["killed"].search(line)
             if m2:
                 pid = int(m2.group("pid"))
                 prefix = m2.group("prefix") or ""
@@ -277,7 +269,7 @@ def parse_oom_kills(lines: Iterable[str], limit: int = MAX_RECORDS) -> list[dict
                 records.append(rec)
                 continue
         if "due to memory pressure" in line:
-            m3 = _OOMD.search(line)
+            m3 = parts["oomd"].search(line)
             if m3:
                 cg = m3.group("cgroup")
                 rec = {
@@ -308,11 +300,12 @@ def parse_xid_errors(lines: Iterable[str], limit: int = MAX_RECORDS) -> list[dic
         Records, most recent last: ``{xid, pci, pid, line, process?, time?}``; pid is None when
         the driver did not say.
     """
+    record = signatures.signature("xid").parts["record"]
     records: list[dict[str, Any]] = []
     for raw in lines:
         if "Xid" not in raw:
             continue
-        m = _XID.search(raw)
+        m = record.search(raw)
         if not m:
             continue
         line = raw.rstrip("\r\n")

@@ -13,8 +13,9 @@ from hypothesis import strategies as st
 
 from tests.conftest import CORPUS, FIXTURES
 from tfdoctor.core.diagnose import engine
-from tfdoctor.core.diagnose.engine import ExitInfo, SignatureError, diagnose
+from tfdoctor.core.diagnose.engine import ExitInfo, diagnose
 from tfdoctor.core.diagnose.reader import iter_lines
+from tfdoctor.core.knowledge import KnowledgeError
 from tfdoctor.core.model import Fact, Facts
 
 TFDOCTOR = str(Path(sys.executable).parent / "tfdoctor")
@@ -175,17 +176,17 @@ def test_signature_file_validation(tmp_path: Path) -> None:
     )
     assert engine.load_signatures(_write(tmp_path, "ok.toml", good))
     bad = {
-        "unknown cause": good.replace("gpu_oom", "gpu_melted"),
-        "does not match": good.replace('["a boom"]', '["quiet"]'),
-        "counterexample": good + 'counterexamples = ["boom"]\n',
-        "duplicate": good + good,
+        "unknown cause ids gpu_melted": good.replace("gpu_oom", "gpu_melted"),
+        "does not match its example": good.replace('["a boom"]', '["quiet"]'),
+        "matches its counterexample": good + 'counterexamples = ["boom"]\n',
+        "duplicate signature id": good + good,
         "bad pattern": good.replace('pattern = "boom"', 'pattern = "(boom"'),
         "no anchor in example": good.replace('anchor = "boom"', 'anchor = "bang"'),
+        r"unknown field\(s\) colour": good + 'colour = "red"\n',
     }
     for what, text in bad.items():
-        with pytest.raises(SignatureError):
+        with pytest.raises(KnowledgeError, match=what):
             engine.load_signatures(_write(tmp_path, "bad.toml", text))
-        assert what
 
 
 def test_cli_diagnose_stdin_json_and_bad_input(tmp_path: Path) -> None:
