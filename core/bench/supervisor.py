@@ -38,7 +38,7 @@ from typing import Any
 
 import psutil
 
-from tfdoctor.core import memcg, procgroup
+from tfdoctor.core.bench import memcg, procgroup
 from tfdoctor.core.bench.config import BenchConfig
 from tfdoctor.core.diagnose.engine import ExitInfo, diagnose
 from tfdoctor.core.events import EventBuffer

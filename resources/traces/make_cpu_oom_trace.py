@@ -18,7 +18,8 @@ import platform
 import sys
 from pathlib import Path
 
-from tfdoctor.core import memcg, telemetry
+from tfdoctor.core import telemetry
+from tfdoctor.core.bench import memcg
 from tfdoctor.core.bench.config import BenchConfig
 from tfdoctor.core.bench.supervisor import SupervisorOptions, run_bench
 from tfdoctor.core.probes.targetrun import current_target

@@ -15,7 +15,7 @@ from typing import Any
 import psutil
 import pytest
 
-from tfdoctor.core import memcg
+from tfdoctor.core.bench import memcg
 from tfdoctor.core.bench.batchsearch import SearchOptions, find_max_batch, probe_budget
 from tfdoctor.core.bench.config import BenchConfig, ConfigError
 from tfdoctor.core.bench.supervisor import BenchResult, SupervisorOptions, run_bench

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tfdoctor.core import memcg
+from tfdoctor.core.bench import memcg
 from tfdoctor.core.bench.config import BenchConfig
 from tfdoctor.core.bench.supervisor import SupervisorOptions
 from tfdoctor.core.bench.verify import fixed_run, verify

@@ -208,7 +208,7 @@ def test_one_click_fixes_on_the_fix_page(qtbot, tmp_path: Path, monkeypatch: pyt
 
 
 @pytest.mark.skipif(
-    __import__("tfdoctor.core.memcg", fromlist=["x"]).unavailable() is not None,
+    __import__("tfdoctor.core.bench.memcg", fromlist=["x"]).unavailable() is not None,
     reason="no memory cgroup here",
 )
 def test_apply_and_verify_shows_before_and_after(qtbot, window) -> None:  # type: ignore[no-untyped-def]

@@ -101,7 +101,7 @@ def main() -> int:
         f"{args.batch}, {args.steps} steps): ratio {ratio:.3f} (target >= {RATIO_TARGET})"
     )
 
-    from tfdoctor.core import memcg
+    from tfdoctor.core.bench import memcg
     from tfdoctor.core.bench.batchsearch import SearchOptions, find_max_batch, probe_budget
     from tfdoctor.core.bench.config import BenchConfig
     from tfdoctor.core.bench.supervisor import SupervisorOptions
