@@ -18,15 +18,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from tfdoctor.core.bench.config import MAX_BATCH, BenchConfig, ConfigError
-from tfdoctor.core.bench.supervisor import (
-    BenchResult,
-    Outcome,
-    RunRecord,
-    Supervisor,
-    SupervisorOptions,
-    explain,
-    hidden_causes,
-)
+from tfdoctor.core.bench.explain import explain, hidden_causes
+from tfdoctor.core.bench.outcome import BenchResult, Outcome, RunRecord
+from tfdoctor.core.bench.watch import Supervisor, SupervisorOptions
 from tfdoctor.core.events import EventBuffer
 from tfdoctor.core.model import Diagnosis, Target
 from tfdoctor.core.probes import targetrun

@@ -318,7 +318,7 @@ def test_batch_search_over_recoverable_ooms_keeps_one_worker() -> None:
 
 
 def test_the_async_allocator_on_a_build_without_cuda_is_flagged() -> None:
-    from tfdoctor.core.bench.supervisor import _allocator_unsupported
+    from tfdoctor.core.bench.watch import _allocator_unsupported
 
     cfg = BenchConfig(allocator="cuda_malloc_async")
     assert "no CUDA" in str(_allocator_unsupported(cfg, {"build": {"is_cuda_build": False}}))
