@@ -163,16 +163,18 @@ def build_parser() -> argparse.ArgumentParser:
         "--margin", type=float, default=0.10, metavar="F", help="search safety margin (0.10)"
     )
     b.add_argument(
+        "--memory-cap-mib",
         "--memory-cap-mb",
         type=int,
-        metavar="MB",
+        metavar="MIB",
         help="cap the worker's RAM (a memory cgroup where possible): would it die on a "
         "smaller machine?",
     )
     b.add_argument(
+        "--guard-mib",
         "--guard-mb",
         type=int,
-        metavar="MB",
+        metavar="MIB",
         help="stop the worker when the machine has less RAM available than this "
         "(default: 5%% of RAM, 512 MiB to 4 GiB; 0 turns the guard off)",
     )
@@ -600,15 +602,15 @@ def cmd_bench(args: argparse.Namespace) -> int:
     for name, value in (("--watchdog", args.watchdog), ("--stall", args.stall)):
         if value <= 0:
             return _fail(f"{name} must be a positive number of seconds")
-    if args.memory_cap_mb is not None and args.memory_cap_mb < 64:
-        return _fail("--memory-cap-mb must be at least 64 (Python and TensorFlow need more)")
-    if args.guard_mb is not None and args.guard_mb < 0:
-        return _fail("--guard-mb must be 0 (off) or a positive number of MiB")
+    if args.memory_cap_mib is not None and args.memory_cap_mib < 64:
+        return _fail("--memory-cap-mib must be at least 64 (Python and TensorFlow need more)")
+    if args.guard_mib is not None and args.guard_mib < 0:
+        return _fail("--guard-mib must be 0 (off) or a positive number of MiB")
     options = SupervisorOptions(
         watchdog_s=args.watchdog,
         stall_s=args.stall,
-        memory_cap_mb=args.memory_cap_mb,
-        guard_mb=args.guard_mb,
+        memory_cap_mib=args.memory_cap_mib,
+        guard_mib=args.guard_mib,
     )
     events: EventBuffer[tuple[str, Any]] = EventBuffer(50_000)
     progress = _BenchProgress(sys.stderr, enabled=sys.stderr.isatty() and not args.json)
@@ -693,7 +695,7 @@ def _verify_fix(
         for side in (v.before, v.after):
             val = side.get(key)
             if key.endswith("_bytes"):
-                cells.append(_mib(val) if val else "-")
+                cells.append(_size(val) if val else "-")
             elif isinstance(val, float):
                 cells.append(f"{val:.2f}")
             else:
@@ -754,7 +756,8 @@ class _BenchProgress:
             print("\r\033[K", end="", file=self.stream, flush=True)
 
 
-def _mib(n: Any) -> str:
+def _size(n: Any) -> str:
+    """A byte count for people: "512 MiB", "1.25 GiB"."""
     if not isinstance(n, (int, float)):
         return "?"
     return f"{n / (1 << 30):.2f} GiB" if n >= 1 << 30 else f"{n / (1 << 20):.0f} MiB"
@@ -792,12 +795,12 @@ def render_bench(res: BenchResult, paint: Painter) -> str:
             f"{m.get('workers_started')}, {m.get('duration_s')} s"
         )
         for p in res.probes:
-            peak = ", ".join(f"{d} {_mib(v)}" for d, v in (p.get("tf_peak_bytes") or {}).items())
+            peak = ", ".join(f"{d} {_size(v)}" for d, v in (p.get("tf_peak_bytes") or {}).items())
             speed = p.get("examples_per_s")
             out.append(
                 f"    batch {p['batch_size']:>6}: {p['status']:<16}"
                 + (f" peak {peak}" if peak else "")
-                + (f", RSS {_mib(p.get('rss_peak_bytes'))}" if p.get("rss_peak_bytes") else "")
+                + (f", RSS {_size(p.get('rss_peak_bytes'))}" if p.get("rss_peak_bytes") else "")
                 + (f", {speed:,.0f} ex/s" if speed else "")
             )
         if r.get("largest_clean_batch"):
@@ -811,7 +814,7 @@ def render_bench(res: BenchResult, paint: Painter) -> str:
             )
     elif m:
         speed = m.get("steady_steps_per_s")
-        peak = ", ".join(f"{d} {_mib(v)}" for d, v in (m.get("tf_peak_bytes") or {}).items())
+        peak = ", ".join(f"{d} {_size(v)}" for d, v in (m.get("tf_peak_bytes") or {}).items())
         out.append(
             f"  steps: {m.get('steps_done')}"
             + (
@@ -824,7 +827,7 @@ def render_bench(res: BenchResult, paint: Painter) -> str:
         out.append(
             "  memory: "
             + f"TF peak {peak or TF_MEMORY_NOT_REPORTED}; "
-            + f"worker RSS peak {_mib(m.get('rss_peak_bytes'))}"
+            + f"worker RSS peak {_size(m.get('rss_peak_bytes'))}"
         )
     if o.exception:
         out.append(f"  exception: {o.exception.get('type')}: {o.exception.get('message')}")
@@ -846,7 +849,8 @@ def render_bench(res: BenchResult, paint: Painter) -> str:
     return "\n".join(out) + "\n"
 
 
-def _gib(n: Any) -> str:
+def _in_gib(n: Any) -> str:
+    """A byte count in GiB (one decimal, no unit)."""
     return f"{n / (1 << 30):.1f}" if isinstance(n, (int, float)) else "-"
 
 
@@ -854,8 +858,8 @@ def monitor_line(sample: dict[str, Any]) -> str:
     """One compact line: RAM, swap, each GPU, each followed process."""
     parts = [
         f"{sample['t']:7.1f}s",
-        f"RAM {_gib(sample.get('ram_used'))}/{_gib(sample.get('ram_total'))} GiB",
-        f"swap {_gib(sample.get('swap_used'))} GiB",
+        f"RAM {_in_gib(sample.get('ram_used'))}/{_in_gib(sample.get('ram_total'))} GiB",
+        f"swap {_in_gib(sample.get('swap_used'))} GiB",
     ]
     for g in sample.get("gpus") or []:
         extra = "".join(
@@ -863,7 +867,9 @@ def monitor_line(sample: dict[str, Any]) -> str:
             for v, unit in ((g.get("util"), "%"), (g.get("temp_c"), "°C"), (g.get("power_w"), "W"))
             if v is not None
         )
-        parts.append(f"GPU{g['index']} {_gib(g.get('used'))}/{_gib(g.get('total'))} GiB{extra}")
+        parts.append(
+            f"GPU{g['index']} {_in_gib(g.get('used'))}/{_in_gib(g.get('total'))} GiB{extra}"
+        )
     if sample.get("nvml") == "stalled":
         parts.append("NVML STALLED")
     for pid, rss in (sample.get("rss") or {}).items():
@@ -873,7 +879,7 @@ def monitor_line(sample: dict[str, Any]) -> str:
             for p in g.get("procs") or []
             if str(p.get("pid")) == pid
         )
-        parts.append(f"pid {pid} RSS {_mib(rss)}" + (f" VRAM {_mib(vram)}" if vram else ""))
+        parts.append(f"pid {pid} RSS {_size(rss)}" + (f" VRAM {_size(vram)}" if vram else ""))
     return " | ".join(parts)
 
 

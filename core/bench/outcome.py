@@ -10,23 +10,26 @@ from tfdoctor.core.bench.config import BenchConfig
 from tfdoctor.core.bench.evidence import OomKillEvidence
 from tfdoctor.core.model import Diagnosis
 
-STATUSES = {
-    "completed": "the run finished",
-    "exception": "a Python exception stopped the run",
-    "oom_recovered": "TensorFlow ran out of memory and raised ResourceExhaustedError (caught)",
-    "killed": "the worker was killed by a signal",
-    "crashed": "the worker crashed (a native fault)",
-    "hang": "the worker stopped making progress and was stopped",
-    "cancelled": "you stopped the run",
-    "guard_stopped": "tfdoctor stopped the run before the machine ran out of RAM",
+# Every way a run ends (Outcome.status): what it means for people, and the label of its
+# marker on the telemetry timeline (None: no marker). The one list of status words.
+STATUS_WORDS: dict[str, tuple[str, str | None]] = {
+    "completed": ("the run finished", None),
+    "exception": ("a Python exception stopped the run", "exception"),
+    "oom_recovered": (
+        "TensorFlow ran out of memory and raised ResourceExhaustedError (caught)",
+        None,
+    ),
+    "killed": ("the worker was killed by a signal", "killed"),
+    "crashed": ("the worker crashed (a native fault)", "crash"),
+    "hang": ("the worker stopped making progress and was stopped", "hang"),
+    "cancelled": ("you stopped the run", None),
+    "guard_stopped": (
+        "tfdoctor stopped the run before the machine ran out of RAM",
+        "guard stop",
+    ),
 }
-OUTCOME_MARKERS = {
-    "killed": "killed",
-    "crashed": "crash",
-    "hang": "hang",
-    "guard_stopped": "guard stop",
-    "exception": "exception",
-}
+STATUSES = {status: meaning for status, (meaning, _) in STATUS_WORDS.items()}
+OUTCOME_MARKERS = {status: mark for status, (_, mark) in STATUS_WORDS.items() if mark}
 
 
 @dataclass
@@ -96,7 +99,9 @@ class Stop(Exception):
 class RunRecord:
     """What one run command produced in a live worker."""
 
-    status: str  # completed | oom | error | died | hang | cancelled | guard_stopped
+    # the worker's run_done status (completed | oom | error), died, or the status of the
+    # supervisor's Stop (hang | cancelled | guard_stopped, as in STATUSES)
+    status: str
     done: dict[str, Any] | None = None
     oom: dict[str, Any] | None = None
     error: dict[str, Any] | None = None

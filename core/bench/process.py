@@ -48,13 +48,13 @@ class WorkerProcess:
         config: BenchConfig,
         *,
         run_dir: Path,
-        memory_cap_mb: int | None = None,
+        memory_cap_mib: int | None = None,
         on_output: Callable[[str], None] | None = None,
     ) -> None:
         self.target = target
         self.config = config
         self.run_dir = run_dir
-        self.memory_cap_mb = memory_cap_mb
+        self.memory_cap_mib = memory_cap_mib
         self.on_output = on_output
         self.records: queue.Queue[dict[str, Any]] = queue.Queue()
         self.output: collections.deque[str] = collections.deque(maxlen=OUTPUT_LINES_KEPT)
@@ -91,17 +91,17 @@ class WorkerProcess:
             json.dumps(self.config.setup()),
         ]
         preexec: Callable[[], None] | None = None
-        if self.memory_cap_mb:
+        if self.memory_cap_mib:
             try:
-                self.cgroup = memcg.MemoryCgroup(self.memory_cap_mb << 20)
+                self.cgroup = memcg.MemoryCgroup(self.memory_cap_mib << 20)
                 argv = self.cgroup.wrap(argv)
                 self.cap_note = (
-                    f"memory cgroup {self.cgroup.path} capped at {self.memory_cap_mb} MiB"
+                    f"memory cgroup {self.cgroup.path} capped at {self.memory_cap_mib} MiB"
                 )
             except memcg.MemcgError as exc:
-                cap = self.memory_cap_mb << 20
+                cap = self.memory_cap_mib << 20
                 self.cap_note = (
-                    f"address-space limit (RLIMIT_AS) of {self.memory_cap_mb} MiB; "
+                    f"address-space limit (RLIMIT_AS) of {self.memory_cap_mib} MiB; "
                     f"a memory cgroup was not possible: {exc}"
                 )
 

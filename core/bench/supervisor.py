@@ -31,7 +31,7 @@ from tfdoctor.core.bench.metrics import TF_MEMORY_NOT_REPORTED, run_metrics
 from tfdoctor.core.bench.outcome import STATUSES, BenchResult, Outcome, RunRecord, Stop
 from tfdoctor.core.bench.process import WORKER_SCRIPT, WorkerProcess
 from tfdoctor.core.bench.rundir import runs_root
-from tfdoctor.core.bench.watch import Supervisor, SupervisorOptions, default_guard_mb
+from tfdoctor.core.bench.watch import Supervisor, SupervisorOptions, default_guard_mib
 from tfdoctor.core.events import EventBuffer
 from tfdoctor.core.model import Diagnosis, Target
 from tfdoctor.core.probes import targetrun
@@ -49,7 +49,7 @@ __all__ = [
     "Supervisor",
     "SupervisorOptions",
     "WorkerProcess",
-    "default_guard_mb",
+    "default_guard_mib",
     "explain",
     "hidden_causes",
     "run_bench",

@@ -33,11 +33,11 @@ STEPS_KEPT = 20_000
 SAMPLE_EVERY_S = 0.5
 
 
-def default_guard_mb() -> int:
+def default_guard_mib() -> int:
     """Stop the worker when less than this much RAM is available: 5% of RAM, at least 512
     MiB, at most 4 GiB (the desktop, a browser and the app keep working)."""
-    total_mb = psutil.virtual_memory().total >> 20
-    return int(min(4096, max(512, total_mb * 0.05)))
+    total_mib = psutil.virtual_memory().total >> 20
+    return int(min(4096, max(512, total_mib * 0.05)))
 
 
 @dataclass(frozen=True)
@@ -48,15 +48,15 @@ class SupervisorOptions:
         step (XLA compiles and CUDA start-ups can take minutes).
     stall_s: longest wait for the next step once training runs (or 20 times the slowest
         step so far, whichever is longer, capped at watchdog_s).
-    memory_cap_mb: cap the worker's RAM (memory cgroup, else RLIMIT_AS); None = no cap.
-    guard_mb: stop the worker when the machine's available RAM drops below this; 0 = off;
-        None = default_guard_mb().
+    memory_cap_mib: cap the worker's RAM (memory cgroup, else RLIMIT_AS); None = no cap.
+    guard_mib: stop the worker when the machine's available RAM drops below this; 0 = off;
+        None = default_guard_mib().
     """
 
     watchdog_s: float = 300.0
     stall_s: float = 60.0
-    memory_cap_mb: int | None = None
-    guard_mb: int | None = None
+    memory_cap_mib: int | None = None
+    guard_mib: int | None = None
     sample_every_s: float = SAMPLE_EVERY_S  # telemetry interval (the GUI uses 0.1)
     gpu_api: Any = None  # a pynvml-like object for GPU series (nvml.live_api()); None: host only
 
@@ -87,8 +87,8 @@ class Supervisor:
         self.events: EventBuffer[tuple[str, Any]] = events or EventBuffer(50_000)
         self.cancel_event = cancel or threading.Event()
         self.run_dir = run_dir or make_run_dir() or Path(os.environ.get("TMPDIR", "/tmp"))
-        guard = self.options.guard_mb
-        self.guard_mb = default_guard_mb() if guard is None else guard
+        guard = self.options.guard_mib
+        self.guard_mib = default_guard_mib() if guard is None else guard
         self.worker: WorkerProcess | None = None
         self.workers_started = 0
         self.info: dict[str, Any] = {}
@@ -124,7 +124,7 @@ class Supervisor:
             self.target,
             self.config,
             run_dir=self.run_dir,
-            memory_cap_mb=self.options.memory_cap_mb,
+            memory_cap_mib=self.options.memory_cap_mib,
             on_output=lambda line: self.emit("output", line),
         )
         wp.start()
@@ -139,14 +139,14 @@ class Supervisor:
         self.emit("worker_started", wp.pid)
         if wp.cap_note:
             self.emit("status", f"worker RAM cap: {wp.cap_note}")
-        if self.options.memory_cap_mb:
+        if self.options.memory_cap_mib:
             self.timeline.add(
                 "limit",
                 {
                     "t": self.timeline.now(),
                     "key": "ram_cap",
                     "label": "worker RAM cap",
-                    "value": self.options.memory_cap_mb << 20,
+                    "value": self.options.memory_cap_mib << 20,
                 },
             )
         for rec in self._records(wp, until="ready"):
@@ -349,11 +349,11 @@ class Supervisor:
             if isinstance(value, int):
                 self.peaks[key] = max(self.peaks.get(key, 0), value)
         available = sample.get("ram_available")
-        if self.guard_mb and isinstance(available, int) and available < self.guard_mb << 20:
+        if self.guard_mib and isinstance(available, int) and available < self.guard_mib << 20:
             self._stop(
                 wp,
                 "guard_stopped",
-                f"stopped with {available >> 20} MiB of RAM left (guard: {self.guard_mb} "
+                f"stopped with {available >> 20} MiB of RAM left (guard: {self.guard_mib} "
                 "MiB): the run was about to exhaust the machine's memory",
                 dump=False,
             )

@@ -401,7 +401,9 @@ class BenchPage(QWidget):
         except ConfigError as exc:
             self._error(str(exc))
             return False
-        options = dataclasses.replace(self.base_options, memory_cap_mb=self.ram_cap.value() or None)
+        options = dataclasses.replace(
+            self.base_options, memory_cap_mib=self.ram_cap.value() or None
+        )
         self.last_options = options
         self.refresh_target()
         self.plot.clear()

@@ -25,7 +25,7 @@ from tfdoctor.core.telemetry import Timeline
 
 pytestmark = pytest.mark.slow
 SMALL = BenchConfig(preset="mlp", batch_size=16, steps=6, device="cpu")
-FAST = SupervisorOptions(watchdog_s=120, stall_s=15, guard_mb=0)  # > TF's 10 s OOM retry
+FAST = SupervisorOptions(watchdog_s=120, stall_s=15, guard_mib=0)  # > TF's 10 s OOM retry
 WHY_NO_MEMCG = memcg.unavailable()
 
 
@@ -150,7 +150,7 @@ def test_a_grandchild_that_outlives_the_worker_is_killed() -> None:
 
 @pytest.mark.skipif(WHY_NO_MEMCG is not None, reason=f"no memory cgroup: {WHY_NO_MEMCG}")
 def test_a_real_kernel_oom_kill_under_a_memory_cap_is_host_oom() -> None:
-    options = SupervisorOptions(watchdog_s=120, stall_s=30, memory_cap_mb=1200, guard_mb=0)
+    options = SupervisorOptions(watchdog_s=120, stall_s=30, memory_cap_mib=1200, guard_mib=0)
     res = bench(replace_fault("host_oom"), options)
     o = res.outcome
     assert (o.status, o.signal) == ("killed", "SIGKILL"), o.detail
@@ -183,8 +183,8 @@ def test_cancel_stops_the_worker_at_once() -> None:
 
 
 def test_the_memory_guard_stops_a_run_before_the_machine_runs_out() -> None:
-    total_mb = psutil.virtual_memory().total >> 20
-    res = bench(SMALL, SupervisorOptions(guard_mb=total_mb + 1))  # always "too little left"
+    total_mib = psutil.virtual_memory().total >> 20
+    res = bench(SMALL, SupervisorOptions(guard_mib=total_mib + 1))  # always "too little left"
     assert res.outcome.status == "guard_stopped"
     assert "guard" in res.outcome.detail
 
@@ -228,7 +228,7 @@ def test_batch_search_under_a_memory_cap_finds_the_boundary_and_respawns() -> No
     and the memory cap kills the worker at some size; the search must survive that, respawn,
     and bisect to a boundary within the margin."""
     config = BenchConfig(preset="mlp", batch_size=256, steps=40, device="cpu")
-    options = SupervisorOptions(watchdog_s=120, stall_s=30, memory_cap_mb=1100, guard_mb=0)
+    options = SupervisorOptions(watchdog_s=120, stall_s=30, memory_cap_mib=1100, guard_mib=0)
     search = SearchOptions(start=256, max_batch=16384, margin=0.10)
     res = find_max_batch(current_target(), config, search, options)
     assert leftovers() == []
@@ -277,7 +277,7 @@ def test_memory_cap_without_cgroups_falls_back_to_an_address_space_limit(
         raise memcg.MemcgError("no memory cgroup here (test)")
 
     monkeypatch.setattr(memcg, "MemoryCgroup", refuse)
-    options = SupervisorOptions(watchdog_s=120, stall_s=30, memory_cap_mb=6000, guard_mb=0)
+    options = SupervisorOptions(watchdog_s=120, stall_s=30, memory_cap_mib=6000, guard_mib=0)
     events: EventBuffer[tuple[str, Any]] = EventBuffer()
     res = run_bench(current_target(), replace_fault("host_oom"), options, events=events)
     notes = [str(data) for _, (kind, data) in events.since(0) if kind == "status"]

@@ -25,7 +25,7 @@ def test_streaming_data_fixes_a_host_oom_kill(
 ) -> None:
     monkeypatch.setenv("TFDOCTOR_STATE_DIR", str(tmp_path))
     config = BenchConfig(preset="mlp", batch_size=4096, steps=40, device="cpu")
-    options = SupervisorOptions(memory_cap_mb=1100, guard_mb=0, stall_s=60)
+    options = SupervisorOptions(memory_cap_mib=1100, guard_mib=0, stall_s=60)
     v = verify(current_target(), config, ["stream_tf_data"], options=options)
     assert v.before["status"] == "killed" and "host_oom" in v.before["causes"]
     assert v.after["status"] == "completed"
