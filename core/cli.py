@@ -10,7 +10,7 @@ import shutil
 import sys
 import textwrap
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar, NoReturn, TextIO
+from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
 from tfdoctor.core import __version__
 from tfdoctor.core.bench.config import FAULTS, PRESETS
@@ -137,6 +137,7 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--memory-growth", action="store_true", help="allocate GPU memory as needed")
     b.add_argument(
         "--gpu-memory-limit-mb",
+        dest="memory_limit_mb",
         type=int,
         metavar="MB",
         help="cap TensorFlow's GPU pool (would this fit on a smaller card?)",
@@ -148,8 +149,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="TF_GPU_ALLOCATOR for the worker",
     )
     b.add_argument("--mixed-precision", action="store_true", help="mixed_float16")
-    b.add_argument("--xla", action="store_true", help="compile the model with XLA (jit_compile)")
-    b.add_argument("--eager", action="store_true", help="run eagerly (no tf.function)")
+    b.add_argument(
+        "--xla", dest="jit_compile", action="store_true", help="compile the model with XLA"
+    )
+    b.add_argument(
+        "--eager", dest="run_eagerly", action="store_true", help="run eagerly (no tf.function)"
+    )
     b.add_argument(
         "--data",
         choices=["array", "stream"],
@@ -558,46 +563,18 @@ def render_diagnosis(result: Diagnosis, paint: Painter, header: bool = True) -> 
     return "\n".join(out) + "\n"
 
 
-def _parse_shape(text: str | None) -> tuple[int, ...] | None:
-    if not text:
-        return None
-    try:
-        return tuple(int(x) for x in text.lower().replace(",", "x").split("x") if x.strip())
-    except ValueError:
-        raise ValueError(f"--input-shape: {text!r} is not like 64x64x3") from None
-
-
 def cmd_bench(args: argparse.Namespace) -> int:
-    from tfdoctor.core.bench.batchsearch import SearchOptions, find_max_batch
+    from tfdoctor.core.bench.batchsearch import SearchOptions
     from tfdoctor.core.bench.config import BenchConfig, ConfigError
-    from tfdoctor.core.bench.supervisor import SupervisorOptions, run_bench
-    from tfdoctor.core.events import EventBuffer
-    from tfdoctor.core.probes.targetrun import TargetError
+    from tfdoctor.core.bench.supervisor import BenchRun, SupervisorOptions
 
     target = _target(args)
     if isinstance(target, str):
         return _fail(target)
     try:
-        config = BenchConfig(
-            preset=args.preset,
-            batch_size=args.batch_size,
-            steps=args.steps,
-            epochs=args.epochs,
-            input_shape=_parse_shape(args.input_shape),
-            data=args.data,
-            device=args.device,
-            memory_growth=args.memory_growth,
-            memory_limit_mb=args.gpu_memory_limit_mb,
-            allocator=args.allocator,
-            mixed_precision=args.mixed_precision,
-            jit_compile=args.xla,
-            run_eagerly=args.eager,
-            grad_accum=args.grad_accum,
-            fault=args.fault,
-            fault_at_step=args.fault_at_step,
-        ).validate()
+        config = BenchConfig.from_form(vars(args))
         search = SearchOptions(None, args.max_batch, args.margin).validate(config)
-    except (ConfigError, ValueError) as exc:
+    except ConfigError as exc:
         return _fail(str(exc))
     for name, value in (("--watchdog", args.watchdog), ("--stall", args.stall)):
         if value <= 0:
@@ -612,10 +589,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         memory_cap_mib=args.memory_cap_mib,
         guard_mib=args.guard_mib,
     )
-    events: EventBuffer[tuple[str, Any]] = EventBuffer(50_000)
     progress = _BenchProgress(sys.stderr, enabled=sys.stderr.isatty() and not args.json)
-    result: list[BenchResult] = []
-    errors: list[str] = []
 
     params = _set_params(args.set)
     if isinstance(params, str):
@@ -630,31 +604,17 @@ def cmd_bench(args: argparse.Namespace) -> int:
             return _fail(str(exc))
         return _verify_fix(args, target, config, options, params)
 
-    def work() -> None:
-        try:
-            if args.find_max_batch:
-                result.append(find_max_batch(target, config, search, options, events=events))
-            else:
-                result.append(run_bench(target, config, options, events=events))
-        except (TargetError, ConfigError) as exc:
-            errors.append(str(exc))
-        except Exception as exc:  # a bug in tfdoctor: one line, the log has the rest
-            logging.getLogger(__name__).debug("bench failed", exc_info=True)
-            errors.append(f"internal error: {type(exc).__name__}: {exc}")
-
-    import threading
-
-    worker = threading.Thread(target=work, name="tfdoctor-bench", daemon=True)
-    worker.start()
+    run = BenchRun(target, config, options, search if args.find_max_batch else None).start()
     seq = 0
-    while worker.is_alive():
-        worker.join(0.1)
-        for seq, (kind, data) in events.since(seq):  # noqa: B007, B020 - cursor
+    while not run.done:
+        run.wait(0.1)
+        for seq, (kind, data) in run.events.since(seq):  # noqa: B007, B020 - cursor
             progress.update(kind, data, config)
     progress.clear()
-    if errors:
-        return _fail(errors[0])
-    res = result[0]
+    if run.error is not None:
+        return _fail(run.error)
+    res = run.result
+    assert res is not None
     if args.json:
         json.dump(res.to_json(), sys.stdout, indent=2, default=str)
         sys.stdout.write("\n")
@@ -680,53 +640,18 @@ def _verify_fix(
         json.dump(v.to_json(), sys.stdout, indent=2, default=str)
         sys.stdout.write("\n")
         return EXIT_OK if v.after["survived"] else EXIT_FINDINGS
-    rows = (
-        ("outcome", "status"),
-        ("peak VRAM", "peak_vram_bytes"),
-        ("peak TF memory", "peak_tf_bytes"),
-        ("peak worker RSS", "peak_rss_bytes"),
-        ("peak RAM used", "peak_ram_used_bytes"),
-        ("steps/s", "steps_per_s"),
-    )
     print(f"tfdoctor bench — verify {', '.join(args.verify_fix)}")
     print(f"  {'':18}{'before':>22}{'after':>22}")
-    for label, key in rows:
-        cells = []
-        for side in (v.before, v.after):
-            val = side.get(key)
-            if key.endswith("_bytes"):
-                cells.append(_size(val) if val else "-")
-            elif isinstance(val, float):
-                cells.append(f"{val:.2f}")
-            else:
-                cells.append(str(val if val is not None else "-"))
-        print(f"  {label:18}{cells[0]:>22}{cells[1]:>22}")
+    for label, before, after in v.table(_size):
+        print(f"  {label:18}{before:>22}{after:>22}")
     for note in v.notes:
         print(f"  note: {note}")
-    verdict = (
-        "fixed: the run died before and survives with the fix"
-        if v.fixed
-        else "the run survives with the fix"
-        if v.after["survived"]
-        else "not fixed: the run still fails with the fix"
-    )
-    print(f"  {verdict}")
+    print(f"  {v.verdict}")
     return EXIT_OK if v.after["survived"] else EXIT_FINDINGS
 
 
 class _BenchProgress:
     """One self-rewriting line on a terminal: phase, step k/N, speed, memory."""
-
-    PHASES: ClassVar[dict[str, str]] = {
-        "start": "starting Python",
-        "import": "importing TensorFlow",
-        "device_init": "setting up devices",
-        "build": "building the model and data",
-        "compile": "compiling",
-        "first_step": "first step (tracing)",
-        "steady": "training",
-        "done": "finishing",
-    }
 
     def __init__(self, stream: TextIO, enabled: bool) -> None:
         self.stream = stream
@@ -736,6 +661,8 @@ class _BenchProgress:
         self.extra = ""
 
     def update(self, kind: str, data: Any, config: Any) -> None:
+        from tfdoctor.core.bench.supervisor import phase_label
+
         if kind == "phase":
             self.phase = str(data)
             self.step = ""
@@ -748,7 +675,7 @@ class _BenchProgress:
         elif kind == "status" and not self.enabled:
             return
         if self.enabled:
-            line = f"  {self.extra}{self.PHASES.get(self.phase, self.phase)}{self.step}…"
+            line = f"  {self.extra}{phase_label(self.phase)}{self.step}…"
             print(f"\r\033[K{line[:110]}", end="", file=self.stream, flush=True)
 
     def clear(self) -> None:

@@ -19,10 +19,22 @@ from tfdoctor.core.bench.config import BenchConfig
 from tfdoctor.core.bench.outcome import OUTCOME_MARKERS, Outcome, RunRecord, Stop
 from tfdoctor.core.bench.process import WorkerProcess
 from tfdoctor.core.bench.rundir import make_run_dir
-from tfdoctor.core.events import EventBuffer
+from tfdoctor.core.events import Event, EventBuffer
 from tfdoctor.core.model import Target
 from tfdoctor.core.telemetry import Sampler, Timeline
 
+# The worker's phases, in order, as people read them (the CLI's progress line, the GUI's label)
+PHASE_LABELS = {
+    "start": "starting Python",
+    "import": "importing TensorFlow",
+    "device_init": "setting up devices",
+    "build": "building the model and data",
+    "compile": "compiling",
+    "first_step": "first step (tracing)",
+    "steady": "training",
+    "done": "finishing",
+}
+# The phases marked on the telemetry timeline, and their markers' labels
 MARKED_PHASES = {
     "import": "import",
     "compile": "compile",
@@ -31,6 +43,11 @@ MARKED_PHASES = {
 }
 STEPS_KEPT = 20_000
 SAMPLE_EVERY_S = 0.5
+
+
+def phase_label(phase: str) -> str:
+    """A phase as people read it ("importing TensorFlow"); an unknown one as it is."""
+    return PHASE_LABELS.get(phase, phase)
 
 
 def default_guard_mib() -> int:
@@ -64,9 +81,10 @@ class SupervisorOptions:
 class Supervisor:
     """Drives one worker at a time: start-up, runs, watchdog, guard, cancel, the end.
 
-    Events (kind, payload) go to `events` for the GUI and the CLI's progress line:
+    Events (`Event(kind, data)`) go to `events` for the GUI and the CLI's progress line:
     status (one line), phase (name), info, knob, step, oom, error, output (a line of the
-    worker's output), worker_started (pid), worker_ended (Outcome). Telemetry (samples, TF
+    worker's output), worker_started (pid), worker_ended (Outcome); run_bench and the batch
+    search add done (BenchResult), search_probe and search_result. Telemetry (samples, TF
     memory, steps, markers) goes to `timeline`.
     """
 
@@ -76,7 +94,7 @@ class Supervisor:
         config: BenchConfig,
         options: SupervisorOptions | None = None,
         *,
-        events: EventBuffer[tuple[str, Any]] | None = None,
+        events: EventBuffer[Event] | None = None,
         cancel: threading.Event | None = None,
         run_dir: Path | None = None,
         timeline: Timeline | None = None,
@@ -84,7 +102,7 @@ class Supervisor:
         self.target = target
         self.config = config.validate()
         self.options = options or SupervisorOptions()
-        self.events: EventBuffer[tuple[str, Any]] = events or EventBuffer(50_000)
+        self.events: EventBuffer[Event] = events or EventBuffer(50_000)
         self.cancel_event = cancel or threading.Event()
         self.run_dir = run_dir or make_run_dir() or Path(os.environ.get("TMPDIR", "/tmp"))
         guard = self.options.guard_mib
@@ -110,7 +128,7 @@ class Supervisor:
 
     # -- events
     def emit(self, kind: str, data: Any = None) -> None:
-        self.events.append((kind, data))
+        self.events.append(Event(kind, data))
 
     # -- worker life
     def spawn(self) -> WorkerProcess:

@@ -19,7 +19,7 @@ from tfdoctor.core.bench import memcg
 from tfdoctor.core.bench.batchsearch import SearchOptions, find_max_batch, probe_budget
 from tfdoctor.core.bench.config import BenchConfig, ConfigError
 from tfdoctor.core.bench.supervisor import BenchResult, SupervisorOptions, run_bench
-from tfdoctor.core.events import EventBuffer
+from tfdoctor.core.events import Event, EventBuffer
 from tfdoctor.core.probes.targetrun import TargetError, current_target
 from tfdoctor.core.telemetry import Timeline
 
@@ -51,7 +51,7 @@ def leftovers() -> list[str]:
 
 
 def bench(config: BenchConfig, options: SupervisorOptions = FAST, **kw: Any) -> BenchResult:
-    events: EventBuffer[tuple[str, Any]] = EventBuffer(100_000)
+    events: EventBuffer[Event] = EventBuffer(100_000)
     timeline = Timeline()
     res = run_bench(current_target(), config, options, events=events, timeline=timeline, **kw)
     res.events = [e for _, e in events.since(0)]  # type: ignore[attr-defined]
@@ -161,7 +161,7 @@ def test_a_real_kernel_oom_kill_under_a_memory_cap_is_host_oom() -> None:
 
 
 def test_cancel_stops_the_worker_at_once() -> None:
-    events: EventBuffer[tuple[str, Any]] = EventBuffer()
+    events: EventBuffer[Event] = EventBuffer()
     cancel = threading.Event()
     out: list[BenchResult] = []
     t = threading.Thread(
@@ -278,7 +278,7 @@ def test_memory_cap_without_cgroups_falls_back_to_an_address_space_limit(
 
     monkeypatch.setattr(memcg, "MemoryCgroup", refuse)
     options = SupervisorOptions(watchdog_s=120, stall_s=30, memory_cap_mib=6000, guard_mib=0)
-    events: EventBuffer[tuple[str, Any]] = EventBuffer()
+    events: EventBuffer[Event] = EventBuffer()
     res = run_bench(current_target(), replace_fault("host_oom"), options, events=events)
     notes = [str(data) for _, (kind, data) in events.since(0) if kind == "status"]
     assert any("RLIMIT_AS" in n for n in notes), notes
