@@ -1,5 +1,4 @@
-"""The worker process: start it in its own process group (and memory cap), talk to it over its
-pipes, keep its output as evidence, and end it with everything it started."""
+"""The worker process: its own process group and RAM cap, its pipes, its output kept as evidence."""
 
 from __future__ import annotations
 
