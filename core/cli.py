@@ -10,7 +10,7 @@ import shutil
 import sys
 import textwrap
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar, NoReturn, TextIO
+from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
 from tfdoctor.core import __version__
 from tfdoctor.core.bench.config import FAULTS, PRESETS
@@ -137,6 +137,7 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--memory-growth", action="store_true", help="allocate GPU memory as needed")
     b.add_argument(
         "--gpu-memory-limit-mb",
+        dest="memory_limit_mb",
         type=int,
         metavar="MB",
         help="cap TensorFlow's GPU pool (would this fit on a smaller card?)",
@@ -148,8 +149,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="TF_GPU_ALLOCATOR for the worker",
     )
     b.add_argument("--mixed-precision", action="store_true", help="mixed_float16")
-    b.add_argument("--xla", action="store_true", help="compile the model with XLA (jit_compile)")
-    b.add_argument("--eager", action="store_true", help="run eagerly (no tf.function)")
+    b.add_argument(
+        "--xla", dest="jit_compile", action="store_true", help="compile the model with XLA"
+    )
+    b.add_argument(
+        "--eager", dest="run_eagerly", action="store_true", help="run eagerly (no tf.function)"
+    )
     b.add_argument(
         "--data",
         choices=["array", "stream"],
@@ -163,16 +168,18 @@ def build_parser() -> argparse.ArgumentParser:
         "--margin", type=float, default=0.10, metavar="F", help="search safety margin (0.10)"
     )
     b.add_argument(
+        "--memory-cap-mib",
         "--memory-cap-mb",
         type=int,
-        metavar="MB",
+        metavar="MIB",
         help="cap the worker's RAM (a memory cgroup where possible): would it die on a "
         "smaller machine?",
     )
     b.add_argument(
+        "--guard-mib",
         "--guard-mb",
         type=int,
-        metavar="MB",
+        metavar="MIB",
         help="stop the worker when the machine has less RAM available than this "
         "(default: 5%% of RAM, 512 MiB to 4 GiB; 0 turns the guard off)",
     )
@@ -561,64 +568,33 @@ def render_diagnosis(result: Diagnosis, paint: Painter, header: bool = True) -> 
     return "\n".join(out) + "\n"
 
 
-def _parse_shape(text: str | None) -> tuple[int, ...] | None:
-    if not text:
-        return None
-    try:
-        return tuple(int(x) for x in text.lower().replace(",", "x").split("x") if x.strip())
-    except ValueError:
-        raise ValueError(f"--input-shape: {text!r} is not like 64x64x3") from None
-
-
 def cmd_bench(args: argparse.Namespace) -> int:
-    from tfdoctor.core.bench.batchsearch import SearchOptions, find_max_batch
+    from tfdoctor.core.bench.batchsearch import SearchOptions
     from tfdoctor.core.bench.config import BenchConfig, ConfigError
-    from tfdoctor.core.bench.supervisor import SupervisorOptions, run_bench
-    from tfdoctor.core.events import EventBuffer
-    from tfdoctor.core.probes.targetrun import TargetError
+    from tfdoctor.core.bench.supervisor import BenchRun, SupervisorOptions
 
     target = _target(args)
     if isinstance(target, str):
         return _fail(target)
     try:
-        config = BenchConfig(
-            preset=args.preset,
-            batch_size=args.batch_size,
-            steps=args.steps,
-            epochs=args.epochs,
-            input_shape=_parse_shape(args.input_shape),
-            data=args.data,
-            device=args.device,
-            memory_growth=args.memory_growth,
-            memory_limit_mb=args.gpu_memory_limit_mb,
-            allocator=args.allocator,
-            mixed_precision=args.mixed_precision,
-            jit_compile=args.xla,
-            run_eagerly=args.eager,
-            grad_accum=args.grad_accum,
-            fault=args.fault,
-            fault_at_step=args.fault_at_step,
-        ).validate()
+        config = BenchConfig.from_form(vars(args))
         search = SearchOptions(None, args.max_batch, args.margin).validate(config)
-    except (ConfigError, ValueError) as exc:
+    except ConfigError as exc:
         return _fail(str(exc))
     for name, value in (("--watchdog", args.watchdog), ("--stall", args.stall)):
         if value <= 0:
             return _fail(f"{name} must be a positive number of seconds")
-    if args.memory_cap_mb is not None and args.memory_cap_mb < 64:
-        return _fail("--memory-cap-mb must be at least 64 (Python and TensorFlow need more)")
-    if args.guard_mb is not None and args.guard_mb < 0:
-        return _fail("--guard-mb must be 0 (off) or a positive number of MiB")
+    if args.memory_cap_mib is not None and args.memory_cap_mib < 64:
+        return _fail("--memory-cap-mib must be at least 64 (Python and TensorFlow need more)")
+    if args.guard_mib is not None and args.guard_mib < 0:
+        return _fail("--guard-mib must be 0 (off) or a positive number of MiB")
     options = SupervisorOptions(
         watchdog_s=args.watchdog,
         stall_s=args.stall,
-        memory_cap_mb=args.memory_cap_mb,
-        guard_mb=args.guard_mb,
+        memory_cap_mib=args.memory_cap_mib,
+        guard_mib=args.guard_mib,
     )
-    events: EventBuffer[tuple[str, Any]] = EventBuffer(50_000)
     progress = _BenchProgress(sys.stderr, enabled=sys.stderr.isatty() and not args.json)
-    result: list[BenchResult] = []
-    errors: list[str] = []
 
     params = _set_params(args.set)
     if isinstance(params, str):
@@ -633,31 +609,17 @@ def cmd_bench(args: argparse.Namespace) -> int:
             return _fail(str(exc))
         return _verify_fix(args, target, config, options, params)
 
-    def work() -> None:
-        try:
-            if args.find_max_batch:
-                result.append(find_max_batch(target, config, search, options, events=events))
-            else:
-                result.append(run_bench(target, config, options, events=events))
-        except (TargetError, ConfigError) as exc:
-            errors.append(str(exc))
-        except Exception as exc:  # a bug in tfdoctor: one line, the log has the rest
-            logging.getLogger(__name__).debug("bench failed", exc_info=True)
-            errors.append(f"internal error: {type(exc).__name__}: {exc}")
-
-    import threading
-
-    worker = threading.Thread(target=work, name="tfdoctor-bench", daemon=True)
-    worker.start()
+    run = BenchRun(target, config, options, search if args.find_max_batch else None).start()
     seq = 0
-    while worker.is_alive():
-        worker.join(0.1)
-        for seq, (kind, data) in events.since(seq):  # noqa: B007, B020 - cursor
+    while not run.done:
+        run.wait(0.1)
+        for seq, (kind, data) in run.events.since(seq):  # noqa: B007, B020 - cursor
             progress.update(kind, data, config)
     progress.clear()
-    if errors:
-        return _fail(errors[0])
-    res = result[0]
+    if run.error is not None:
+        return _fail(run.error)
+    res = run.result
+    assert res is not None
     if args.json:
         json.dump(res.to_json(), sys.stdout, indent=2, default=str)
         sys.stdout.write("\n")
@@ -683,53 +645,18 @@ def _verify_fix(
         json.dump(v.to_json(), sys.stdout, indent=2, default=str)
         sys.stdout.write("\n")
         return EXIT_OK if v.after["survived"] else EXIT_FINDINGS
-    rows = (
-        ("outcome", "status"),
-        ("peak VRAM", "peak_vram_bytes"),
-        ("peak TF memory", "peak_tf_bytes"),
-        ("peak worker RSS", "peak_rss_bytes"),
-        ("peak RAM used", "peak_ram_used_bytes"),
-        ("steps/s", "steps_per_s"),
-    )
     print(f"tfdoctor bench — verify {', '.join(args.verify_fix)}")
     print(f"  {'':18}{'before':>22}{'after':>22}")
-    for label, key in rows:
-        cells = []
-        for side in (v.before, v.after):
-            val = side.get(key)
-            if key.endswith("_bytes"):
-                cells.append(_mib(val) if val else "-")
-            elif isinstance(val, float):
-                cells.append(f"{val:.2f}")
-            else:
-                cells.append(str(val if val is not None else "-"))
-        print(f"  {label:18}{cells[0]:>22}{cells[1]:>22}")
+    for label, before, after in v.table(_size):
+        print(f"  {label:18}{before:>22}{after:>22}")
     for note in v.notes:
         print(f"  note: {note}")
-    verdict = (
-        "fixed: the run died before and survives with the fix"
-        if v.fixed
-        else "the run survives with the fix"
-        if v.after["survived"]
-        else "not fixed: the run still fails with the fix"
-    )
-    print(f"  {verdict}")
+    print(f"  {v.verdict}")
     return EXIT_OK if v.after["survived"] else EXIT_FINDINGS
 
 
 class _BenchProgress:
     """One self-rewriting line on a terminal: phase, step k/N, speed, memory."""
-
-    PHASES: ClassVar[dict[str, str]] = {
-        "start": "starting Python",
-        "import": "importing TensorFlow",
-        "device_init": "setting up devices",
-        "build": "building the model and data",
-        "compile": "compiling",
-        "first_step": "first step (tracing)",
-        "steady": "training",
-        "done": "finishing",
-    }
 
     def __init__(self, stream: TextIO, enabled: bool) -> None:
         self.stream = stream
@@ -739,6 +666,8 @@ class _BenchProgress:
         self.extra = ""
 
     def update(self, kind: str, data: Any, config: Any) -> None:
+        from tfdoctor.core.bench.supervisor import phase_label
+
         if kind == "phase":
             self.phase = str(data)
             self.step = ""
@@ -751,7 +680,7 @@ class _BenchProgress:
         elif kind == "status" and not self.enabled:
             return
         if self.enabled:
-            line = f"  {self.extra}{self.PHASES.get(self.phase, self.phase)}{self.step}…"
+            line = f"  {self.extra}{phase_label(self.phase)}{self.step}…"
             print(f"\r\033[K{line[:110]}", end="", file=self.stream, flush=True)
 
     def clear(self) -> None:
@@ -759,7 +688,8 @@ class _BenchProgress:
             print("\r\033[K", end="", file=self.stream, flush=True)
 
 
-def _mib(n: Any) -> str:
+def _size(n: Any) -> str:
+    """A byte count for people: "512 MiB", "1.25 GiB"."""
     if not isinstance(n, (int, float)):
         return "?"
     return f"{n / (1 << 30):.2f} GiB" if n >= 1 << 30 else f"{n / (1 << 20):.0f} MiB"
@@ -797,12 +727,12 @@ def render_bench(res: BenchResult, paint: Painter) -> str:
             f"{m.get('workers_started')}, {m.get('duration_s')} s"
         )
         for p in res.probes:
-            peak = ", ".join(f"{d} {_mib(v)}" for d, v in (p.get("tf_peak_bytes") or {}).items())
+            peak = ", ".join(f"{d} {_size(v)}" for d, v in (p.get("tf_peak_bytes") or {}).items())
             speed = p.get("examples_per_s")
             out.append(
                 f"    batch {p['batch_size']:>6}: {p['status']:<16}"
                 + (f" peak {peak}" if peak else "")
-                + (f", RSS {_mib(p.get('rss_peak_bytes'))}" if p.get("rss_peak_bytes") else "")
+                + (f", RSS {_size(p.get('rss_peak_bytes'))}" if p.get("rss_peak_bytes") else "")
                 + (f", {speed:,.0f} ex/s" if speed else "")
             )
         if r.get("largest_clean_batch"):
@@ -816,7 +746,7 @@ def render_bench(res: BenchResult, paint: Painter) -> str:
             )
     elif m:
         speed = m.get("steady_steps_per_s")
-        peak = ", ".join(f"{d} {_mib(v)}" for d, v in (m.get("tf_peak_bytes") or {}).items())
+        peak = ", ".join(f"{d} {_size(v)}" for d, v in (m.get("tf_peak_bytes") or {}).items())
         out.append(
             f"  steps: {m.get('steps_done')}"
             + (
@@ -829,7 +759,7 @@ def render_bench(res: BenchResult, paint: Painter) -> str:
         out.append(
             "  memory: "
             + f"TF peak {peak or TF_MEMORY_NOT_REPORTED}; "
-            + f"worker RSS peak {_mib(m.get('rss_peak_bytes'))}"
+            + f"worker RSS peak {_size(m.get('rss_peak_bytes'))}"
         )
     if o.exception:
         out.append(f"  exception: {o.exception.get('type')}: {o.exception.get('message')}")
@@ -851,7 +781,8 @@ def render_bench(res: BenchResult, paint: Painter) -> str:
     return "\n".join(out) + "\n"
 
 
-def _gib(n: Any) -> str:
+def _in_gib(n: Any) -> str:
+    """A byte count in GiB (one decimal, no unit)."""
     return f"{n / (1 << 30):.1f}" if isinstance(n, (int, float)) else "-"
 
 
@@ -859,8 +790,8 @@ def monitor_line(sample: dict[str, Any]) -> str:
     """One compact line: RAM, swap, each GPU, each followed process."""
     parts = [
         f"{sample['t']:7.1f}s",
-        f"RAM {_gib(sample.get('ram_used'))}/{_gib(sample.get('ram_total'))} GiB",
-        f"swap {_gib(sample.get('swap_used'))} GiB",
+        f"RAM {_in_gib(sample.get('ram_used'))}/{_in_gib(sample.get('ram_total'))} GiB",
+        f"swap {_in_gib(sample.get('swap_used'))} GiB",
     ]
     for g in sample.get("gpus") or []:
         extra = "".join(
@@ -868,7 +799,9 @@ def monitor_line(sample: dict[str, Any]) -> str:
             for v, unit in ((g.get("util"), "%"), (g.get("temp_c"), "°C"), (g.get("power_w"), "W"))
             if v is not None
         )
-        parts.append(f"GPU{g['index']} {_gib(g.get('used'))}/{_gib(g.get('total'))} GiB{extra}")
+        parts.append(
+            f"GPU{g['index']} {_in_gib(g.get('used'))}/{_in_gib(g.get('total'))} GiB{extra}"
+        )
     if sample.get("nvml") == "stalled":
         parts.append("NVML STALLED")
     for pid, rss in (sample.get("rss") or {}).items():
@@ -878,7 +811,7 @@ def monitor_line(sample: dict[str, Any]) -> str:
             for p in g.get("procs") or []
             if str(p.get("pid")) == pid
         )
-        parts.append(f"pid {pid} RSS {_mib(rss)}" + (f" VRAM {_mib(vram)}" if vram else ""))
+        parts.append(f"pid {pid} RSS {_size(rss)}" + (f" VRAM {_size(vram)}" if vram else ""))
     return " | ".join(parts)
 
 

@@ -5,17 +5,17 @@ from __future__ import annotations
 import collections
 import threading
 from collections.abc import Iterable
-from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, NamedTuple, TypeVar
 
 T = TypeVar("T")
 
 
-@dataclass(frozen=True)
-class Event:
-    """One thing that happened during long work (kind + payload), numbered by its buffer."""
+class Event(NamedTuple):
+    """One thing that happened during long work: its kind and payload (the buffer numbers it).
 
-    seq: int
+    A tuple, so `for seq, (kind, data) in buffer.since(n)` reads it too.
+    """
+
     kind: str
     data: Any = None
 

@@ -10,10 +10,9 @@ from typing import Any
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
-from tfdoctor.core.bench.batchsearch import SearchOptions, find_max_batch
-from tfdoctor.core.bench.config import BenchConfig, ConfigError
-from tfdoctor.core.bench.supervisor import SupervisorOptions, run_bench
-from tfdoctor.core.events import EventBuffer
+from tfdoctor.core.bench.batchsearch import SearchOptions
+from tfdoctor.core.bench.config import BenchConfig
+from tfdoctor.core.bench.supervisor import BenchRun, SupervisorOptions
 from tfdoctor.core.model import Target
 from tfdoctor.core.probes import envs, nvml, targetrun
 from tfdoctor.core.scan import CheckRun
@@ -223,7 +222,7 @@ class EnvsBridge(QObject):
 
 
 class BenchBridge(QObject):
-    """Runs one supervised benchmark (or batch search) in a core thread; polls its events and
+    """Runs one supervised benchmark (or batch search) as a core BenchRun; polls its events and
     telemetry from a QTimer and re-emits them on the GUI thread."""
 
     sig_event = Signal(str, object)  # (kind, data) from core.bench.supervisor events
@@ -237,18 +236,14 @@ class BenchBridge(QObject):
         self._timer = QTimer(self)
         self._timer.setInterval(poll_ms)
         self._timer.timeout.connect(self._on_timer_tick)
-        self._thread: threading.Thread | None = None
-        self._cancel = threading.Event()
-        self.events: EventBuffer[tuple[str, Any]] = EventBuffer(50_000)
+        self._run: BenchRun | None = None
         self.timeline: Timeline = Timeline()
         self._seq = 0
         self._tl_seq = 0
-        self._result: list[Any] = []
-        self._error: list[str] = []
 
     @property
     def running(self) -> bool:
-        return self._thread is not None
+        return self._run is not None
 
     def start(
         self,
@@ -264,41 +259,22 @@ class BenchBridge(QObject):
         """
         if self.running:
             raise RuntimeError("a benchmark is already running")
-        self._cancel = threading.Event()
-        self.events = EventBuffer(50_000)
-        self.timeline = Timeline()
+        self._run = BenchRun(target, config, options, search).start()
+        self.timeline = self._run.timeline
         self._seq = self._tl_seq = 0
-        self._result, self._error = [], []
-        events, timeline, cancel = self.events, self.timeline, self._cancel
-
-        def work() -> None:
-            try:
-                if search is not None:
-                    res = find_max_batch(
-                        target, config, search, options,
-                        events=events, cancel=cancel, timeline=timeline,
-                    )  # fmt: skip
-                else:
-                    res = run_bench(
-                        target, config, options, events=events, cancel=cancel, timeline=timeline
-                    )
-                self._result.append(res)
-            except (targetrun.TargetError, ConfigError) as exc:
-                self._error.append(_one_line(exc))
-            except Exception as exc:  # a bug in tfdoctor: one line here, details in the log
-                log.warning("the benchmark failed", exc_info=True)
-                self._error.append(f"internal error: {_one_line(exc)}")
-
-        self._thread = threading.Thread(target=work, name="tfdoctor-bench", daemon=True)
-        self._thread.start()
         self._timer.start()
 
     def cancel(self) -> None:
-        self._cancel.set()
+        if self._run is not None:
+            self._run.cancel()
 
     def _on_timer_tick(self) -> None:
+        run = self._run
+        if run is None:
+            return
+        done = run.done  # read first: every event is in the buffer before the run is done
         lines: list[str] = []
-        for seq, (kind, data) in self.events.since(self._seq):
+        for seq, (kind, data) in run.events.since(self._seq):
             self._seq = seq
             if kind == "output":
                 lines.append(str(data))
@@ -310,13 +286,14 @@ class BenchBridge(QObject):
         if items:
             self._tl_seq = items[-1][0]
             self.sig_telemetry.emit([item for _, item in items])
-        thread = self._thread
-        if thread is not None and not thread.is_alive():
-            self._thread = None
+        if done:
+            self._run = None
             self._timer.stop()
-            if self._error:
-                self.sig_failed.emit(self._error[0])
-            elif self._result:
-                self.sig_finished.emit(self._result[0])
+            if run.bug is not None:
+                log.warning("the benchmark failed", exc_info=run.bug)
+            if run.error is not None:
+                self.sig_failed.emit(run.error)
+            elif run.result is not None:
+                self.sig_finished.emit(run.result)
             else:
                 self.sig_failed.emit("the benchmark ended without a result")

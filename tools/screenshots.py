@@ -68,7 +68,7 @@ def main() -> int:
     wait(lambda: not w.check_page.running)
     shot("02-checks")
     w.go("reproduce")
-    w.bench_page.base_options = SupervisorOptions(sample_every_s=0.1, guard_mb=0)
+    w.bench_page.base_options = SupervisorOptions(sample_every_s=0.1, guard_mib=0)
     w.bench_page.start(BenchConfig(preset="cnn", input_shape=(64, 64, 3), steps=80, device="cpu"))
     wait(lambda: not w.bench_page.running)
     shot("03-reproduce")

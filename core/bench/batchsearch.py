@@ -18,16 +18,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from tfdoctor.core.bench.config import MAX_BATCH, BenchConfig, ConfigError
-from tfdoctor.core.bench.supervisor import (
-    BenchResult,
-    Outcome,
-    RunRecord,
-    Supervisor,
-    SupervisorOptions,
-    explain,
-    hidden_causes,
-)
-from tfdoctor.core.events import EventBuffer
+from tfdoctor.core.bench.explain import explain, hidden_causes
+from tfdoctor.core.bench.outcome import BenchResult, Outcome, RunRecord
+from tfdoctor.core.bench.watch import Supervisor, SupervisorOptions
+from tfdoctor.core.events import Event, EventBuffer
 from tfdoctor.core.model import Diagnosis, Target
 from tfdoctor.core.probes import targetrun
 from tfdoctor.core.telemetry import Timeline
@@ -80,7 +74,7 @@ def find_max_batch(
     search: SearchOptions | None = None,
     options: SupervisorOptions | None = None,
     *,
-    events: EventBuffer[tuple[str, Any]] | None = None,
+    events: EventBuffer[Event] | None = None,
     cancel: threading.Event | None = None,
     timeline: Timeline | None = None,
 ) -> BenchResult:

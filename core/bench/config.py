@@ -7,6 +7,7 @@ GUI's form and the report; `to_json` / `from_json` round-trip it.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -174,14 +175,27 @@ class BenchConfig:
             cfg["fault"] = {"kind": self.fault, "at_step": self.fault_at_step}
         return cfg
 
-    def same_process(self, other: BenchConfig) -> bool:
-        """Whether `other` can run in a worker started for this config."""
-        return (self.setup(), self.env()) == (other.setup(), other.env())
-
     def to_json(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
         d["input_shape"] = list(self.shape)
         return d
+
+    @classmethod
+    def from_form(cls, form: Mapping[str, Any]) -> BenchConfig:
+        """The config a form asks for: the CLI's flags or the GUI's fields, named as this
+        class's fields. Other keys are the form's own business; a missing one keeps its
+        default; the input shape may be text ("64x64x3"); a GPU memory limit of 0 is none.
+
+        Raises:
+            ConfigError: a bad value, in one line.
+        """
+        names = {f.name for f in dataclasses.fields(cls)}
+        values = {k: v for k, v in form.items() if k in names}
+        if isinstance(values.get("input_shape"), str):
+            values["input_shape"] = parse_shape(values["input_shape"])
+        if "memory_limit_mb" in values:
+            values["memory_limit_mb"] = values["memory_limit_mb"] or None
+        return cls(**values).validate()
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> BenchConfig:
@@ -223,3 +237,17 @@ class BenchConfig:
             f"{self.preset} {shape}, batch {self.batch_size}, {self.steps} steps x "
             f"{self.epochs} epoch{'s' if self.epochs > 1 else ''} on {self.device.upper()}{extra}"
         )
+
+
+def parse_shape(text: str | None) -> tuple[int, ...] | None:
+    """An input shape written as "64x64x3" (or "64,64,3"); None for none.
+
+    Raises:
+        ConfigError: not numbers separated by x.
+    """
+    if not text:
+        return None
+    try:
+        return tuple(int(x) for x in text.lower().replace(",", "x").split("x") if x.strip())
+    except ValueError:
+        raise ConfigError(f"input shape: {text!r} is not like 64x64x3") from None

@@ -16,7 +16,7 @@ from typing import Any
 
 from tfdoctor.core.bench.config import BenchConfig
 from tfdoctor.core.bench.supervisor import BenchResult, SupervisorOptions, run_bench
-from tfdoctor.core.events import EventBuffer
+from tfdoctor.core.events import Event, EventBuffer
 from tfdoctor.core.fixes import FixError, plan
 from tfdoctor.core.knowledge import catalog
 from tfdoctor.core.model import Target
@@ -110,6 +110,17 @@ def summary(result: BenchResult, items: list[tuple[str, dict[str, Any]]]) -> dic
     }
 
 
+# The side-by-side comparison: row label, key in `summary`
+COMPARISON_ROWS = (
+    ("outcome", "status"),
+    ("peak VRAM", "peak_vram_bytes"),
+    ("peak TF memory", "peak_tf_bytes"),
+    ("peak worker RSS", "peak_rss_bytes"),
+    ("peak RAM used", "peak_ram_used_bytes"),
+    ("steps/s", "steps_per_s"),
+)
+
+
 @dataclass
 class Verification:
     fix_ids: list[str]
@@ -125,6 +136,31 @@ class Verification:
     def fixed(self) -> bool:
         """The run died before and survives with the fix."""
         return not self.before["survived"] and bool(self.after["survived"])
+
+    @property
+    def verdict(self) -> str:
+        """One line for people: fixed, survives, or not fixed."""
+        if self.fixed:
+            return "fixed: the run died before and survives with the fix"
+        if self.after["survived"]:
+            return "the run survives with the fix"
+        return "not fixed: the run still fails with the fix"
+
+    def table(self, size: Callable[[Any], str], missing: str = "-") -> list[tuple[str, str, str]]:
+        """The comparison as text rows (label, before, after); byte counts through `size`."""
+        rows = []
+        for label, key in COMPARISON_ROWS:
+            cells = []
+            for side in (self.before, self.after):
+                val = side.get(key)
+                if key.endswith("_bytes"):
+                    cells.append(size(val) if val else missing)
+                elif isinstance(val, float):
+                    cells.append(f"{val:.2f}")
+                else:
+                    cells.append(str(val if val is not None else missing))
+            rows.append((label, cells[0], cells[1]))
+        return rows
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -145,7 +181,7 @@ def verify(
     options: SupervisorOptions | None = None,
     *,
     before: tuple[BenchResult, list[tuple[str, dict[str, Any]]]] | None = None,
-    events: EventBuffer[tuple[str, Any]] | None = None,
+    events: EventBuffer[Event] | None = None,
     cancel: threading.Event | None = None,
 ) -> Verification:
     """Run the benchmark without (unless `before` is given) and with the fixes.

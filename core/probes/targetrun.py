@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tfdoctor.core import procgroup
+from tfdoctor.core.bench import procgroup
 from tfdoctor.core.model import Fact, ProbeResult, ProbeStatus, Target
 
 log = logging.getLogger(__name__)

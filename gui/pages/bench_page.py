@@ -44,6 +44,7 @@ from tfdoctor.core.bench.supervisor import (
     TF_MEMORY_NOT_REPORTED,
     BenchResult,
     SupervisorOptions,
+    phase_label,
 )
 from tfdoctor.core.model import Finding, Severity, Target
 from tfdoctor.core.probes import nvml
@@ -57,16 +58,12 @@ log = logging.getLogger(__name__)
 
 DEMO_TRACE = assets.RESOURCES / "traces" / "cpu_oom_kill.trace"
 LOG_LINES_KEPT = 5000
-PHASE_WORDS = {
-    "start": "Starting Python",
-    "import": "Importing TensorFlow",
-    "device_init": "Setting up devices",
-    "build": "Building the model and data",
-    "compile": "Compiling",
-    "first_step": "First step (tracing)",
-    "steady": "Training",
-    "done": "Finishing",
-}
+
+
+def phase_words(phase: str) -> str:
+    """A worker phase as the phase label shows it: "Importing TensorFlow"."""
+    label = phase_label(phase)
+    return label[:1].upper() + label[1:]
 
 
 def causes_as_findings(result: BenchResult) -> list[Finding]:
@@ -351,21 +348,23 @@ class BenchPage(QWidget):
 
     def config(self) -> BenchConfig:
         """The form as a config (raises ConfigError on a bad combination)."""
-        return BenchConfig(
-            preset=str(self.preset.currentData()),
-            batch_size=self.batch.value(),
-            steps=self.steps.value(),
-            epochs=self.epochs.value(),
-            data=str(self.data.currentData()),
-            device=str(self.device.currentData()),
-            memory_growth=self.memory_growth.isChecked(),
-            memory_limit_mb=self.gpu_limit.value() or None,
-            allocator=str(self.allocator.currentData()),
-            mixed_precision=self.mixed.isChecked(),
-            jit_compile=self.xla.isChecked(),
-            run_eagerly=self.eager.isChecked(),
-            grad_accum=self.accum.value(),
-        ).validate()
+        return BenchConfig.from_form(
+            {
+                "preset": str(self.preset.currentData()),
+                "batch_size": self.batch.value(),
+                "steps": self.steps.value(),
+                "epochs": self.epochs.value(),
+                "data": str(self.data.currentData()),
+                "device": str(self.device.currentData()),
+                "memory_growth": self.memory_growth.isChecked(),
+                "memory_limit_mb": self.gpu_limit.value(),
+                "allocator": str(self.allocator.currentData()),
+                "mixed_precision": self.mixed.isChecked(),
+                "jit_compile": self.xla.isChecked(),
+                "run_eagerly": self.eager.isChecked(),
+                "grad_accum": self.accum.value(),
+            }
+        )
 
     def set_config(self, config: BenchConfig) -> None:
         self.preset.setCurrentIndex(max(0, self.preset.findData(config.preset)))
@@ -401,7 +400,9 @@ class BenchPage(QWidget):
         except ConfigError as exc:
             self._error(str(exc))
             return False
-        options = dataclasses.replace(self.base_options, memory_cap_mb=self.ram_cap.value() or None)
+        options = dataclasses.replace(
+            self.base_options, memory_cap_mib=self.ram_cap.value() or None
+        )
         self.last_options = options
         self.refresh_target()
         self.plot.clear()
@@ -414,7 +415,7 @@ class BenchPage(QWidget):
         self.progress.show()
         self.progress.setRange(0, 0)
         self.progress.setFormat("")
-        self._phase, self._step = PHASE_WORDS["start"], ""
+        self._phase, self._step = phase_words("start"), ""
         self._elapsed.start()
         self._clock.start()
         self._update_phase_label()
@@ -472,7 +473,7 @@ class BenchPage(QWidget):
     # ------------------------------------------------------------------ slots
     def _on_bridge_event(self, kind: str, data: Any) -> None:
         if kind == "phase":
-            self._phase = PHASE_WORDS.get(str(data), str(data))
+            self._phase = phase_words(str(data))
             if data == "first_step" and self._total_steps:
                 self.progress.setRange(0, self._total_steps)
                 self.progress.setValue(0)

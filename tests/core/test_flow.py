@@ -129,7 +129,7 @@ def test_a_big_log_file_is_read_from_disk(tmp_path: Path) -> None:
 def _timeline_of(config: BenchConfig) -> list[tuple[str, dict[str, Any]]]:
     tl = telemetry.Timeline()
     res = run_bench(
-        current_target(), config, SupervisorOptions(sample_every_s=0.1, guard_mb=0), timeline=tl
+        current_target(), config, SupervisorOptions(sample_every_s=0.1, guard_mib=0), timeline=tl
     )
     assert res.outcome.status == "completed", res.outcome.detail
     return [item for _, item in tl.since(0)]

@@ -10,7 +10,7 @@ from types import ModuleType
 import pytest
 
 from tests.conftest import FIXTURES
-from tfdoctor.core import memcg
+from tfdoctor.core.bench import memcg
 from tfdoctor.core.diagnose.engine import ExitInfo, diagnose
 from tfdoctor.core.probes import system
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tfdoctor.core import memcg
+from tfdoctor.core.bench import memcg
 from tfdoctor.core.bench.config import BenchConfig
 from tfdoctor.core.bench.supervisor import SupervisorOptions
 from tfdoctor.core.bench.verify import fixed_run, verify
@@ -25,7 +25,7 @@ def test_streaming_data_fixes_a_host_oom_kill(
 ) -> None:
     monkeypatch.setenv("TFDOCTOR_STATE_DIR", str(tmp_path))
     config = BenchConfig(preset="mlp", batch_size=4096, steps=40, device="cpu")
-    options = SupervisorOptions(memory_cap_mb=1100, guard_mb=0, stall_s=60)
+    options = SupervisorOptions(memory_cap_mib=1100, guard_mib=0, stall_s=60)
     v = verify(current_target(), config, ["stream_tf_data"], options=options)
     assert v.before["status"] == "killed" and "host_oom" in v.before["causes"]
     assert v.after["status"] == "completed"
@@ -52,3 +52,24 @@ def test_fixes_become_knobs_and_worker_variables() -> None:
         fixed_run(t, cfg, ["add_swap"])
     with pytest.raises(FixError, match="number of MB"):
         fixed_run(t, cfg, ["memory_limit"], {"memory_limit_mb": "lots"})
+
+
+def test_the_comparison_table_and_verdict_are_the_same_for_every_view() -> None:
+    from tfdoctor.core.bench.verify import Verification
+
+    died = {"status": "killed", "survived": False, "peak_rss_bytes": 3 << 30, "steps_per_s": 4.5}
+    lived = {"status": "completed", "survived": True, "peak_rss_bytes": 0, "steps_per_s": None}
+    v = Verification(["stream_tf_data"], died, lived, [], None, None, [], [])  # type: ignore[arg-type]
+    rows = {label: (before, after) for label, before, after in v.table(lambda n: f"{n >> 30}G")}
+    assert list(rows) == [
+        "outcome", "peak VRAM", "peak TF memory", "peak worker RSS", "peak RAM used", "steps/s"
+    ]  # fmt: skip
+    assert rows["outcome"] == ("killed", "completed")
+    assert rows["peak worker RSS"] == ("3G", "-")  # no measurement is no number
+    assert rows["steps/s"] == ("4.50", "-")
+    assert v.table(str, missing="–")[1] == ("peak VRAM", "–", "–")
+    assert v.verdict == "fixed: the run died before and survives with the fix"
+    v.before = dict(lived)
+    assert v.verdict == "the run survives with the fix"
+    v.after = dict(died)
+    assert v.verdict == "not fixed: the run still fails with the fix"

@@ -16,7 +16,7 @@ from tfdoctor.gui.pages.bench_page import DEMO_TRACE, BenchPage
 
 pytestmark = pytest.mark.slow
 RUN_TIMEOUT_MS = 180_000
-OPTIONS = SupervisorOptions(sample_every_s=0.1, guard_mb=0, stall_s=15)
+OPTIONS = SupervisorOptions(sample_every_s=0.1, guard_mib=0, stall_s=15)
 
 
 @pytest.fixture

@@ -28,7 +28,7 @@ RUN_TIMEOUT_MS = 240_000
 def window(qtbot, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
     monkeypatch.setenv("TFDOCTOR_STATE_DIR", str(tmp_path / "state"))
     w = MainWindow(autostart=False)
-    w.bench_page.base_options = SupervisorOptions(sample_every_s=0.1, guard_mb=0, stall_s=30)
+    w.bench_page.base_options = SupervisorOptions(sample_every_s=0.1, guard_mib=0, stall_s=30)
     w.resize(1280, 860)
     w.show()
     yield w
@@ -208,7 +208,7 @@ def test_one_click_fixes_on_the_fix_page(qtbot, tmp_path: Path, monkeypatch: pyt
 
 
 @pytest.mark.skipif(
-    __import__("tfdoctor.core.memcg", fromlist=["x"]).unavailable() is not None,
+    __import__("tfdoctor.core.bench.memcg", fromlist=["x"]).unavailable() is not None,
     reason="no memory cgroup here",
 )
 def test_apply_and_verify_shows_before_and_after(qtbot, window) -> None:  # type: ignore[no-untyped-def]

@@ -57,7 +57,7 @@ def latency_during_a_run() -> tuple[float, float, int, str]:
 
     app = QApplication.instance() or QApplication(sys.argv)
     setup_application(app)
-    page = BenchPage(options=SupervisorOptions(sample_every_s=0.1, guard_mb=0))
+    page = BenchPage(options=SupervisorOptions(sample_every_s=0.1, guard_mib=0))
     page.resize(1200, 800)
     page.show()
     lateness: list[float] = []

@@ -66,7 +66,7 @@ def supervised_run(steps: int, batch: int) -> float:
     from tfdoctor.core.probes.targetrun import current_target
 
     cfg = BenchConfig(preset="mlp", batch_size=batch, steps=steps, device="cpu")
-    res = run_bench(current_target(), cfg, SupervisorOptions(guard_mb=0))
+    res = run_bench(current_target(), cfg, SupervisorOptions(guard_mib=0))
     assert res.outcome.status == "completed", res.outcome.detail
     return float(res.metrics["steady_steps_per_s"])
 
@@ -101,7 +101,7 @@ def main() -> int:
         f"{args.batch}, {args.steps} steps): ratio {ratio:.3f} (target >= {RATIO_TARGET})"
     )
 
-    from tfdoctor.core import memcg
+    from tfdoctor.core.bench import memcg
     from tfdoctor.core.bench.batchsearch import SearchOptions, find_max_batch, probe_budget
     from tfdoctor.core.bench.config import BenchConfig
     from tfdoctor.core.bench.supervisor import SupervisorOptions
@@ -110,7 +110,7 @@ def main() -> int:
     capped = memcg.unavailable() is None
     cfg = BenchConfig(preset="mlp", batch_size=256, steps=40, device="cpu")
     search = SearchOptions(start=256, max_batch=16384, margin=0.10)
-    opts = SupervisorOptions(memory_cap_mb=1100 if capped else None, guard_mb=0, stall_s=30)
+    opts = SupervisorOptions(memory_cap_mib=1100 if capped else None, guard_mib=0, stall_s=30)
     t_import = import_time()
     t0 = time.perf_counter()
     res = find_max_batch(current_target(), cfg, search, opts)
