@@ -582,8 +582,18 @@ def _benign_lines(hits: Mapping[str, _Hit], src: str, oom: BfcOom) -> list[tuple
 
 
 @functools.cache
+def shipped_causes() -> dict[str, CauseInfo]:
+    """The shipped cause catalogue, parsed once per process (do not change it).
+
+    Raises:
+        SignatureError: as load_causes.
+    """
+    return load_causes()
+
+
+@functools.cache
 def default_diagnoser_parts() -> tuple[tuple[Signature, ...], dict[str, CauseInfo]]:
-    causes = load_causes()
+    causes = shipped_causes()
     return load_signatures(causes=causes), causes
 
 
