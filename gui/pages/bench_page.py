@@ -45,7 +45,8 @@ from tfdoctor.core.bench.supervisor import (
     BenchResult,
     SupervisorOptions,
 )
-from tfdoctor.core.model import Finding, Severity, Target
+from tfdoctor.core.diagnose.combine import cause_finding, rank_severity
+from tfdoctor.core.model import Finding, Target
 from tfdoctor.core.probes import nvml
 from tfdoctor.core.probes.targetrun import current_target
 from tfdoctor.gui import assets
@@ -71,20 +72,7 @@ PHASE_WORDS = {
 
 def causes_as_findings(result: BenchResult) -> list[Finding]:
     """The ranked causes, shown with the findings cards: the best one as an error."""
-    out = []
-    for i, c in enumerate(result.diagnosis.causes):
-        out.append(
-            Finding(
-                f"cause.{c.id}",
-                Severity.ERROR if i == 0 else Severity.WARNING,
-                f"{c.title} ({round(c.confidence * 100)}% sure)",
-                c.explanation,
-                c.evidence,
-                c.fixes,
-                "cause",
-            )
-        )
-    return out
+    return [cause_finding(c, rank_severity(i)) for i, c in enumerate(result.diagnosis.causes)]
 
 
 class BenchPage(QWidget):
