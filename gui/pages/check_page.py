@@ -25,6 +25,7 @@ from tfdoctor.core.scan import PROBE_LABELS, CheckReport
 from tfdoctor.gui.bridges import CheckBridge, EnvsBridge
 from tfdoctor.gui.findings_view import FindingsView, summary_html, summary_text
 from tfdoctor.gui.icons import severity_pixmap
+from tfdoctor.gui.pages.layout import page_layout
 from tfdoctor.gui.target_picker import TargetPicker, target_key, target_tooltip
 
 log = logging.getLogger(__name__)
@@ -109,22 +110,13 @@ class CheckPage(QWidget):
     # ------------------------------------------------------------------ construction
 
     def _build(self) -> None:
-        root = QVBoxLayout(self)
-        root.setContentsMargins(22, 18, 22, 12)
-        root.setSpacing(10)
-
-        title = QLabel("Environment check", self)
-        title.setObjectName("pageTitle")
-        root.addWidget(title)
-        subtitle = QLabel(
+        root = page_layout(
+            self,
+            "Environment check",
             "Looks at the Python your notebook uses: its TensorFlow build, the CUDA and cuDNN "
             "libraries it loads, the NVIDIA driver, your GPUs and who else uses their memory, "
             "and system RAM. Read-only: nothing is changed.",
-            self,
         )
-        subtitle.setObjectName("pageSubtitle")
-        subtitle.setWordWrap(True)
-        root.addWidget(subtitle)
 
         # -- target picker
         pick = QHBoxLayout()

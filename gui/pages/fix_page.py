@@ -111,9 +111,7 @@ class FixPage(QWidget):
             "with the fix and shows before and after.",
         )
         top = QHBoxLayout()
-        self.note = QLabel(self)
-        self.note.setObjectName("infoLabel")
-        self.note.setWordWrap(True)
+        self.note = QLabel(self, objectName="infoLabel", wordWrap=True)
         top.addWidget(self.note, 1)
         self.undo_button = QPushButton("Undo the last change", self)
         self.undo_button.setToolTip("Put back the files the last applied fix changed")

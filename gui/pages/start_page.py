@@ -31,6 +31,7 @@ from tfdoctor.core.probes.targetrun import (
 )
 from tfdoctor.core.session import Session
 from tfdoctor.gui.bridges import EnvsBridge
+from tfdoctor.gui.pages.layout import page_layout
 from tfdoctor.gui.target_picker import TargetPicker
 from tfdoctor.gui.tasks import Task
 
@@ -79,20 +80,12 @@ class StartPage(QWidget):
 
     # ------------------------------------------------------------------ construction
     def _build(self) -> None:
-        root = QVBoxLayout(self)
-        root.setContentsMargins(22, 18, 22, 12)
-        root.setSpacing(10)
-        title = QLabel("What happened?", self)
-        title.setObjectName("pageTitle")
-        root.addWidget(title)
-        sub = QLabel(
+        root = page_layout(
+            self,
+            "What happened?",
             "Your Jupyter kernel died, a script ended with “Killed”, or TensorFlow printed a "
             "wall of errors. tfdoctor finds out why, step by step.",
-            self,
         )
-        sub.setObjectName("pageSubtitle")
-        sub.setWordWrap(True)
-        root.addWidget(sub)
 
         self.picker = TargetPicker(
             "&Python your notebook uses:", self, other_tip="Pick an interpreter file yourself"
