@@ -31,7 +31,9 @@ from PySide6.QtWidgets import (
 )
 
 from tfdoctor.core import __version__, flow
+from tfdoctor.core.bench.supervisor import BenchResult
 from tfdoctor.core.model import Target
+from tfdoctor.core.scan import CheckReport
 from tfdoctor.core.session import Session
 from tfdoctor.gui import assets
 from tfdoctor.gui.bridges import AnalysisBridge
@@ -277,12 +279,12 @@ class MainWindow(QMainWindow):
             self.session.check = None  # a check of another Python says nothing about this one
         self.update_steps()
 
-    def _on_check_finished(self, report: object) -> None:
-        if not getattr(report, "cancelled", False):
+    def _on_check_finished(self, report: CheckReport) -> None:
+        if not report.cancelled:
             self.session.check = report
         self.update_steps()
 
-    def _on_bench_finished(self, result: object) -> None:
+    def _on_bench_finished(self, result: BenchResult) -> None:
         self.session.bench = result
         self.session.bench_options = self.bench_page.last_options
         self.session.telemetry = [item for _, item in self.bench_page.bridge.timeline.since(0)]

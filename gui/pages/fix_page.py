@@ -111,7 +111,8 @@ class FixPage(QWidget):
             "with the fix and shows before and after.",
         )
         top = QHBoxLayout()
-        self.note = QLabel(self, objectName="infoLabel", wordWrap=True)
+        self.note = QLabel(self, wordWrap=True)
+        self.note.setObjectName("infoLabel")
         top.addWidget(self.note, 1)
         self.undo_button = QPushButton("Undo the last change", self)
         self.undo_button.setToolTip("Put back the files the last applied fix changed")
