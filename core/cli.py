@@ -12,29 +12,19 @@ import textwrap
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
-from tfdoctor.core import __version__
+from tfdoctor.core import __version__, cli_diagnose
 from tfdoctor.core.bench.config import FAULTS, PRESETS
+from tfdoctor.core.terminal import EXIT_FINDINGS, EXIT_OK, EXIT_UNUSABLE, Painter
+from tfdoctor.core.terminal import clip as _clip
+from tfdoctor.core.terminal import fail as _fail
 
 if TYPE_CHECKING:
     from tfdoctor.core.bench.supervisor import BenchResult
-    from tfdoctor.core.model import Diagnosis, Target
+    from tfdoctor.core.model import Target
     from tfdoctor.core.scan import CheckReport
-
-EXIT_OK, EXIT_FINDINGS, EXIT_UNUSABLE = 0, 1, 2
 
 _COLOURS = {"error": "31;1", "warning": "33;1", "unknown": "35", "info": "36", "ok": "32"}
 _ICONS = {"error": "✖", "warning": "▲", "unknown": "?", "info": "i", "ok": "✔"}
-
-
-class Painter:
-    """ANSI colour only on a terminal, and never when NO_COLOR is set."""
-
-    def __init__(self, stream: TextIO, force: bool | None = None) -> None:
-        tty = hasattr(stream, "isatty") and stream.isatty()
-        self.on = (tty and "NO_COLOR" not in os.environ) if force is None else force
-
-    def __call__(self, text: str, code: str) -> str:
-        return f"\033[{code}m{text}\033[0m" if self.on else text
 
 
 class _Parser(argparse.ArgumentParser):
@@ -102,17 +92,7 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--all", action="store_true", help="also list the checks that passed")
     c.add_argument("--no-color", action="store_true", help="no ANSI colours")
 
-    d = sub.add_parser(
-        "diagnose",
-        help="explain why a TensorFlow run died, from what it printed",
-        description="Read crash output (a TF log, a traceback, a Jupyter server log, dmesg "
-        "lines, an nvidia-smi paste; several files are one case; - reads standard input) and "
-        "name the likely causes, best first, with the lines that prove them. Exit code: 0 "
-        "when it ran, 2 when an input cannot be read.",
-    )
-    d.add_argument("files", nargs="+", metavar="FILE", help="log files, or - for stdin")
-    d.add_argument("--json", action="store_true", help="print the diagnosis as JSON")
-    d.add_argument("--no-color", action="store_true", help="no ANSI colours")
+    cli_diagnose.add_parser(sub)
 
     b = sub.add_parser(
         "bench",
@@ -335,7 +315,7 @@ def main(argv: Sequence[str] | None = None, open_app: OpenApp | None = None) -> 
         if args.command == "check":
             return cmd_check(args)
         if args.command == "diagnose":
-            return cmd_diagnose(args)
+            return cli_diagnose.cmd_diagnose(args)
         if args.command == "envs":
             return cmd_envs(args)
         if args.command == "bench":
@@ -364,11 +344,6 @@ def _set_params(items: Sequence[str]) -> dict[str, str] | str:
             return f"--set {item!r}: expected NAME=VALUE"
         params[key] = value
     return params
-
-
-def _fail(msg: str) -> int:
-    print(f"tfdoctor: {msg}", file=sys.stderr)
-    return EXIT_UNUSABLE
 
 
 def _target(args: argparse.Namespace) -> Target | str:
@@ -483,88 +458,6 @@ def render_report(report: CheckReport, paint: Painter, show_ok: bool = False) ->
     out.append(f"Summary: {summary or 'no findings'}")
     if hidden_ok:
         out.append(f"({hidden_ok} passed checks hidden; --all shows them)")
-    return "\n".join(out) + "\n"
-
-
-def _clip(text: str, n: int) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= n else text[: n - 1] + "…"
-
-
-def cmd_diagnose(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
-    from tfdoctor.core.diagnose.engine import diagnose
-
-    inputs: list[Any] = []
-    names: list[str] = []
-    for name in args.files:
-        if name == "-":
-            inputs.append(sys.stdin.buffer)
-            names.append("stdin")
-            continue
-        p = Path(name)
-        if p.is_dir():
-            return _fail(f"{name}: is a directory, not a log file")
-        if not os.access(p, os.R_OK):
-            reason = "no such file" if not p.exists() else "permission denied"
-            return _fail(f"{name}: {reason}")
-        inputs.append(p)
-        names.append(p.name)
-    try:
-        result = diagnose(*inputs, names=names)
-    except OSError as exc:
-        return _fail(f"{getattr(exc, 'filename', None) or 'input'}: {exc.strerror or exc}")
-    if args.json:
-        json.dump(result.to_json(), sys.stdout, indent=2)
-        sys.stdout.write("\n")
-        return EXIT_OK
-    paint = Painter(sys.stdout, force=False if args.no_color else None)
-    sys.stdout.write(render_diagnosis(result, paint))
-    return EXIT_OK
-
-
-def render_diagnosis(result: Diagnosis, paint: Painter, header: bool = True) -> str:
-    """The terminal view of a diagnosis: causes best first, their proof, what to do."""
-    from tfdoctor.core.knowledge import catalog
-
-    width = min(shutil.get_terminal_size((100, 20)).columns, 100)
-    fixes = catalog.fixes()
-    out = []
-    if header:
-        out.append(
-            paint("tfdoctor diagnose", "1")
-            + f" — {', '.join(result.sources) or 'input'}: {result.lines_read} lines read"
-        )
-    if not result.causes:
-        out.append("")
-        out.append("No known failure pattern found in this text.")
-        if result.noise_lines:
-            out.append(
-                f"({result.noise_lines} lines are known harmless messages, e.g. TensorRT or "
-                "NUMA notices: they are not why a run fails.)"
-            )
-        out += [
-            "What to capture next:",
-            "  · the full output of the run, from the start (TF_CPP_MIN_LOG_LEVEL=0),",
-            "  · for a dead Jupyter kernel: the terminal/log of the Jupyter server, not the "
-            "notebook,",
-            "  · `sudo dmesg | tail -50` right after a silent death (OOM kills, Xid errors),",
-            "  · `nvidia-smi` while it runs; or run `tfdoctor check` on the environment.",
-        ]
-        return "\n".join(out) + "\n"
-    for rank, c in enumerate(result.causes, 1):
-        if out:
-            out.append("")
-        colour = "31;1" if rank == 1 else "33"
-        out.append(paint(f"{rank}. {c.title}", colour) + f"  [{c.id}, {c.confidence:.0%}]")
-        for line in textwrap.wrap(c.explanation, width - 5):
-            out.append(f"     {line}")
-        for e in c.evidence[:5]:
-            where = f"{e.source}:{e.line}" if e.line else e.source
-            out.append(paint(f"     · {where}: {_clip(e.text, width - 12 - len(where))}", "2"))
-        for fid in c.fixes[:3]:
-            out.append(f"     → {fixes[fid].title if fid in fixes else fid} [{fid}]")
     return "\n".join(out) + "\n"
 
 
@@ -769,7 +662,7 @@ def render_bench(res: BenchResult, paint: Painter) -> str:
         out += [paint(f"    {ln[:100]}", "2") for ln in first]
     if res.diagnosis.causes:
         out.append("")
-        out.append(render_diagnosis(res.diagnosis, paint, header=False).rstrip("\n"))
+        out.append(cli_diagnose.render_diagnosis(res.diagnosis, paint, header=False).rstrip("\n"))
     elif o.status not in ("completed", "cancelled"):
         out.append(
             "  diagnosis: no known failure pattern in what the worker printed; its full output "

@@ -10,13 +10,16 @@ is the notebook preamble.
 from __future__ import annotations
 
 import datetime
+import os
 import shlex
 from collections.abc import Iterable, Sequence
+from pathlib import Path
 
-from tfdoctor.core import __version__
-from tfdoctor.core.diagnose.engine import load_causes
+from tfdoctor.core import __version__, propose
+from tfdoctor.core.diagnose.engine import shipped_causes
 from tfdoctor.core.fixes import FixError, Plan, plan, preamble_text
 from tfdoctor.core.knowledge import catalog
+from tfdoctor.core.model import Facts
 
 FORMATS = ("sh", "ps1", "py")
 
@@ -28,7 +31,7 @@ def fixes_for(fix_ids: Iterable[str] = (), cause_ids: Iterable[str] = ()) -> lis
         FixError: an unknown cause id, or nothing applicable.
     """
     known = catalog.fixes()
-    causes = load_causes()
+    causes = shipped_causes()
     ids = list(fix_ids)
     for cid in cause_ids:
         if cid not in causes:
@@ -172,3 +175,27 @@ def export(
     if fmt == "ps1":
         return ps1_script(p, cause_ids)
     return py_script(p, cause_ids)
+
+
+def format_of(path: str | os.PathLike[str]) -> str:
+    """The script format a file name asks for: .ps1, .py, else sh."""
+    return {".ps1": "ps1", ".py": "py"}.get(Path(path).suffix.lower(), "sh")
+
+
+def proposal_script(
+    fmt: str,
+    proposed: Sequence[str],
+    cause_ids: Sequence[str],
+    facts: Facts | None = None,
+    python: str | None = None,
+) -> str:
+    """The script for a diagnosis's proposed fixes: its config fixes, and the exact commands
+    of its environment fixes for this setup (a pinned pip install...).
+
+    Raises:
+        FixError: an unknown format, or nothing applicable.
+    """
+    ids = propose.config_fix_ids(proposed)
+    causes = list(cause_ids) if ids else []
+    commands = propose.env_commands(proposed, facts, python)
+    return export(fmt, ids, causes, commands=commands)

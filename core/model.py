@@ -115,6 +115,17 @@ class Evidence:
             out["source"] = self.source
         return out
 
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Evidence:
+        at = data.get("at")
+        return cls(
+            str(data.get("text", "")),
+            data.get("fact"),
+            data.get("line"),
+            str(data.get("source", "")),
+            (float(at[0]), float(at[1])) if at else None,
+        )
+
 
 @dataclass(frozen=True)
 class Finding:
@@ -127,9 +138,10 @@ class Finding:
     evidence: tuple[Evidence, ...] = ()
     fixes: tuple[str, ...] = ()
     group: str = "general"
+    confidence: float | None = None  # a finding that is a diagnosed cause: how sure (0..1)
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "id": self.id,
             "severity": self.severity.label,
             "title": self.title,
@@ -138,6 +150,23 @@ class Finding:
             "fixes": list(self.fixes),
             "group": self.group,
         }
+        if self.confidence is not None:
+            out["confidence"] = self.confidence
+        return out
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Finding:
+        conf = data.get("confidence")
+        return cls(
+            str(data["id"]),
+            Severity.parse(str(data["severity"])),
+            str(data.get("title", "")),
+            str(data.get("explanation", "")),
+            tuple(Evidence.from_json(e) for e in data.get("evidence") or ()),
+            tuple(str(f) for f in data.get("fixes") or ()),
+            str(data.get("group", "general")),
+            float(conf) if conf is not None else None,
+        )
 
 
 @dataclass(frozen=True)
@@ -158,6 +187,15 @@ class ProbeResult:
             "message": self.message,
             "duration_s": round(self.duration_s, 3),
         }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> ProbeResult:
+        return cls(
+            str(data["probe"]),
+            ProbeStatus(data["status"]),
+            message=str(data.get("message", "")),
+            duration_s=float(data.get("duration_s") or 0.0),
+        )
 
 
 @dataclass(frozen=True)
@@ -180,6 +218,17 @@ class Target:
         if self.name:
             out["name"] = self.name
         return out
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Target:
+        return cls(
+            str(data["python"]),
+            str(data.get("label") or data["python"]),
+            str(data.get("kind", "path")),
+            tuple((str(k), str(v)) for k, v in (data.get("env") or {}).items()),
+            data.get("pid"),
+            str(data.get("name", "")),
+        )
 
 
 def sort_findings(findings: Iterable[Finding]) -> list[Finding]:
@@ -207,6 +256,17 @@ class Cause:
             "evidence": [e.to_json() for e in self.evidence],
             "fixes": list(self.fixes),
         }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Cause:
+        return cls(
+            str(data["id"]),
+            float(data.get("confidence") or 0.0),
+            str(data.get("title", "")),
+            str(data.get("explanation", "")),
+            tuple(Evidence.from_json(e) for e in data.get("evidence") or ()),
+            tuple(str(f) for f in data.get("fixes") or ()),
+        )
 
 
 @dataclass(frozen=True)

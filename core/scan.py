@@ -78,6 +78,28 @@ class CheckReport:
             "duration_s": round(self.duration_s, 3),
         }
 
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> CheckReport:
+        """A report saved by `tfdoctor check --json`.
+
+        Raises:
+            ValueError: not a check report of this schema (one-line reason).
+        """
+        if not isinstance(data, Mapping) or data.get("schema") != REPORT_SCHEMA:
+            raise ValueError("not a `tfdoctor check --json` report")
+        try:
+            return cls(
+                target=Target.from_json(data["target"]),
+                facts=Facts.from_json(data.get("facts") or {}),
+                findings=[Finding.from_json(f) for f in data.get("findings") or ()],
+                probes={k: ProbeResult.from_json(v) for k, v in (data.get("probes") or {}).items()},
+                output=[str(x) for x in data.get("output_tail") or ()],
+                duration_s=float(data.get("duration_s") or 0.0),
+                snapshot=data.get("snapshot"),
+            )
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise ValueError(f"a malformed check report ({type(exc).__name__}: {exc})") from None
+
 
 class CheckRun:
     """A full check running in background threads; progress is read from `events`.

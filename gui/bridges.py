@@ -5,8 +5,6 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
@@ -16,11 +14,11 @@ from tfdoctor.core.bench.supervisor import BenchRun, SupervisorOptions
 from tfdoctor.core.model import Target
 from tfdoctor.core.probes import envs, nvml, targetrun
 from tfdoctor.core.scan import CheckRun
+from tfdoctor.core.session import Analysis, Inputs, Session, analyse
 from tfdoctor.core.telemetry import Timeline
+from tfdoctor.gui.tasks import POLL_MS, Task
 
 log = logging.getLogger(__name__)
-
-POLL_MS = 50
 
 
 def _one_line(exc: BaseException) -> str:
@@ -71,24 +69,23 @@ class CheckBridge(QObject):
     ) -> None:
         super().__init__(parent)
         self.timeout_s = timeout_s
-        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tfdoctor-validate")
+        self._validation = Task(self, name="tfdoctor-validate", poll_ms=poll_ms)
+        self._validation.sig_done.connect(self._on_validation_done)
+        self._validation.sig_failed.connect(self._on_validation_failed)
         self._timer = QTimer(self)
         self._timer.setInterval(poll_ms)
         self._timer.timeout.connect(self._on_timer_tick)
-        self._pending: Future[CheckRun | None] | None = None
         self._cancel_requested = threading.Event()
         self._run: CheckRun | None = None
         self._seq = 0
         self._target: Target | None = None
-        pool = self._pool  # not self: the wrapper may be half gone when `destroyed` fires
-        self.destroyed.connect(lambda *_: pool.shutdown(wait=False, cancel_futures=True))
 
     # -- public
 
     @property
     def running(self) -> bool:
         """True from start() until a finished/cancelled/failed signal."""
-        return self._pending is not None or self._run is not None
+        return self._validation.busy or self._run is not None
 
     @property
     def cancelling(self) -> bool:
@@ -109,10 +106,9 @@ class CheckBridge(QObject):
         self._target = target
         self._cancel_requested = threading.Event()
         self._seq = 0
-        self._pending = self._pool.submit(
+        self._validation.submit(
             _prepare_run, target, snapshot, self.timeout_s, self._cancel_requested
         )
-        self._timer.start()
 
     def cancel(self) -> None:
         """Ask the check to stop; the end is still reported (finished with report.cancelled)."""
@@ -124,31 +120,28 @@ class CheckBridge(QObject):
 
     # -- polling (GUI thread)
 
+    def _on_validation_done(self, run: CheckRun | None) -> None:
+        if run is None:
+            self.sig_check_cancelled.emit()
+            return
+        self._run = run
+        if self._cancel_requested.is_set():
+            run.cancel()
+        self.sig_check_started.emit(run.target)
+        if self._run is not None:
+            self._timer.start()
+            self._drain(self._run)
+
+    def _on_validation_failed(self, exc: Exception) -> None:
+        if isinstance(exc, targetrun.TargetError):
+            self._end_failed(_one_line(exc))
+        elif isinstance(exc, nvml.SnapshotError):
+            self._end_failed(f"cannot replay the snapshot: {_one_line(exc)}")
+        else:  # OSError, a bug: one line, never a trace
+            log.warning("could not start the check", exc_info=exc)
+            self._end_failed(f"could not start the check: {_one_line(exc)}")
+
     def _on_timer_tick(self) -> None:
-        if self._pending is not None:
-            if not self._pending.done():
-                return
-            fut, self._pending = self._pending, None
-            try:
-                run = fut.result()
-            except targetrun.TargetError as exc:
-                self._end_failed(_one_line(exc))
-                return
-            except nvml.SnapshotError as exc:
-                self._end_failed(f"cannot replay the snapshot: {_one_line(exc)}")
-                return
-            except Exception as exc:  # SnapshotError, OSError, a bug: one line, never a trace
-                log.warning("could not start the check", exc_info=True)
-                self._end_failed(f"could not start the check: {_one_line(exc)}")
-                return
-            if run is None:
-                self._timer.stop()
-                self.sig_check_cancelled.emit()
-                return
-            self._run = run
-            if self._cancel_requested.is_set():
-                run.cancel()
-            self.sig_check_started.emit(run.target)
         if self._run is not None:
             self._drain(self._run)
 
@@ -187,38 +180,71 @@ class EnvsBridge(QObject):
 
     def __init__(self, parent: QObject | None = None, *, poll_ms: int = POLL_MS * 2) -> None:
         super().__init__(parent)
-        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tfdoctor-envs")
-        self._timer = QTimer(self)
-        self._timer.setInterval(poll_ms)
-        self._timer.timeout.connect(self._on_timer_tick)
-        self._pending: Future[list[Target]] | None = None
-        pool = self._pool  # not self: the wrapper may be half gone when `destroyed` fires
-        self.destroyed.connect(lambda *_: pool.shutdown(wait=False, cancel_futures=True))
+        self._task = Task(self, name="tfdoctor-envs", poll_ms=poll_ms)
+        self._task.sig_done.connect(lambda found: self.sig_envs_found.emit(list(found)))
+        self._task.sig_failed.connect(self._on_task_failed)
 
     @property
     def busy(self) -> bool:
-        return self._pending is not None
+        return self._task.busy
 
     def refresh(self) -> None:
         """Start listing; a refresh while one is under way is folded into it."""
-        if self._pending is not None:
-            return
-        self._pending = self._pool.submit(envs.find_targets)
-        self._timer.start()
+        self._task.submit(envs.find_targets)
 
-    def _on_timer_tick(self) -> None:
-        fut = self._pending
-        if fut is None or not fut.done():
+    def _on_task_failed(self, exc: Exception) -> None:
+        log.warning("could not list Python environments", exc_info=exc)
+        self.sig_envs_failed.emit(_one_line(exc))
+
+
+class AnalysisBridge(QObject):
+    """Analyses a session off the GUI thread (its logs can be a week of server output) and
+    keeps the result in the session; one analysis at a time, the latest inputs win."""
+
+    sig_analysed = Signal(object)  # core.session.Analysis, now the session's
+    sig_failed = Signal(str)  # one line: why the evidence could not be read
+
+    def __init__(
+        self, session: Session, parent: QObject | None = None, *, poll_ms: int = POLL_MS
+    ) -> None:
+        super().__init__(parent)
+        self.session = session
+        self._task = Task(self, name="tfdoctor-diagnose", poll_ms=poll_ms)
+        self._task.sig_done.connect(self._on_task_done)
+        self._task.sig_failed.connect(self._on_task_failed)
+        self._inputs: Inputs | None = None
+
+    @property
+    def busy(self) -> bool:
+        return self._task.busy
+
+    def request(self) -> None:
+        """Analyse the session unless its analysis is current (or failed for these inputs)."""
+        if self._task.busy or self.session.error() is not None:
+            return  # a stale answer is re-requested when it arrives
+        if self.session.analysis() is not None:
             return
-        self._pending = None
-        self._timer.stop()
-        try:
-            found: Any = fut.result()
-        except Exception as exc:
-            log.warning("could not list Python environments", exc_info=True)
-            self.sig_envs_failed.emit(_one_line(exc))
+        self._inputs = self.session.inputs()
+        self._task.submit(analyse, self._inputs)
+
+    def _on_task_done(self, analysis: Analysis) -> None:
+        if not self.session.store(analysis):  # the session changed meanwhile
+            self.request()
             return
-        self.sig_envs_found.emit(list(found))
+        self.sig_analysed.emit(analysis)
+
+    def _on_task_failed(self, exc: Exception) -> None:
+        if isinstance(exc, OSError):
+            msg = f"Cannot read a log: {exc.strerror or exc}"
+        else:  # a bug: one line, never a traceback
+            log.warning("diagnosis failed", exc_info=exc)
+            msg = f"The diagnosis failed: {_one_line(exc)}"
+        if self._inputs is not None:
+            self.session.store_error(self._inputs, msg)
+            if not self.session.is_current(self._inputs):
+                self.request()
+                return
+        self.sig_failed.emit(msg)
 
 
 class BenchBridge(QObject):

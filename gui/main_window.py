@@ -31,11 +31,17 @@ from PySide6.QtWidgets import (
 )
 
 from tfdoctor.core import __version__, flow
+from tfdoctor.core.bench.supervisor import BenchResult
 from tfdoctor.core.model import Target
+from tfdoctor.core.scan import CheckReport
+from tfdoctor.core.session import Session
 from tfdoctor.gui import assets
+from tfdoctor.gui.bridges import AnalysisBridge
 from tfdoctor.gui.pages.bench_page import BenchPage
 from tfdoctor.gui.pages.check_page import CheckPage
-from tfdoctor.gui.pages.diagnosis_page import DiagnosisPage, ExportPage, FixPage
+from tfdoctor.gui.pages.diagnosis_page import DiagnosisPage
+from tfdoctor.gui.pages.export_page import ExportPage
+from tfdoctor.gui.pages.fix_page import FixPage
 from tfdoctor.gui.pages.start_page import StartPage
 
 log = logging.getLogger(__name__)
@@ -59,7 +65,9 @@ class MainWindow(QMainWindow):
         self.setWindowTitle("tfdoctor — TensorFlow GPU troubleshooter")
         self.setWindowIcon(assets.app_icon())
         self.resize(1180, 780)
-        self.session = flow.Session()
+        # the analysis of the session runs off the GUI thread, through the bridge
+        self.session = Session(background=True)
+        self.analysis_bridge = AnalysisBridge(self.session, self)
         self.settings = QSettings("tfdoctor", "tfdoctor")
         self.autorun = autostart  # visiting the checks step starts a check
 
@@ -113,7 +121,7 @@ class MainWindow(QMainWindow):
         self.start_page = StartPage(self.session, self.stack)
         self.check_page = CheckPage(self.stack)
         self.bench_page = BenchPage(self.stack, target_provider=lambda: self.session.target)
-        self.diagnosis_page = DiagnosisPage(self.session, self.stack)
+        self.diagnosis_page = DiagnosisPage(self.session, self.stack, bridge=self.analysis_bridge)
         self.fix_page = FixPage(self.session, self.stack)
         self.export_page = ExportPage(self.session, self.stack)
         self.pages = {
@@ -169,7 +177,8 @@ class MainWindow(QMainWindow):
         self.start_page.sig_logs_changed.connect(self.update_steps)
         self.check_page.bridge.sig_check_finished.connect(self._on_check_finished)
         self.bench_page.bridge.sig_finished.connect(self._on_bench_finished)
-        self.diagnosis_page.sig_diagnosed.connect(lambda _r: self.update_steps())
+        self.analysis_bridge.sig_analysed.connect(self._on_analysis_done)
+        self.analysis_bridge.sig_failed.connect(lambda _msg: self.update_steps())
         self.diagnosis_page.sig_show_moment.connect(self._show_moment)
         for keys, slot in (
             ("Alt+Left", self.back),
@@ -232,7 +241,10 @@ class MainWindow(QMainWindow):
             self.go(step)
 
     def update_steps(self) -> None:
-        """Enable/disable the step list and Back/Next from the flow's decisions."""
+        """Enable/disable the step list and Back/Next from the flow's decisions (quick: the
+        session's analysis is asked for off the GUI thread when it is stale)."""
+        if self.session.analysis() is None:
+            self.analysis_bridge.request()
         states = flow.step_states(self.session)
         for i, step in enumerate(flow.STEPS):
             item = self.steps.item(i)
@@ -267,15 +279,20 @@ class MainWindow(QMainWindow):
             self.session.check = None  # a check of another Python says nothing about this one
         self.update_steps()
 
-    def _on_check_finished(self, report: object) -> None:
-        if not getattr(report, "cancelled", False):
+    def _on_check_finished(self, report: CheckReport) -> None:
+        if not report.cancelled:
             self.session.check = report
         self.update_steps()
 
-    def _on_bench_finished(self, result: object) -> None:
+    def _on_bench_finished(self, result: BenchResult) -> None:
         self.session.bench = result
         self.session.bench_options = self.bench_page.last_options
         self.session.telemetry = [item for _, item in self.bench_page.bridge.timeline.since(0)]
+        self.update_steps()
+
+    def _on_analysis_done(self, _analysis: object) -> None:
+        if self.current_step == "fix":
+            self.fix_page.refresh()
         self.update_steps()
 
     def _show_moment(self, start: float, end: float) -> None:
@@ -293,7 +310,7 @@ class MainWindow(QMainWindow):
         if self.current_step == "checks":
             self.check_page.start_check()
         elif self.current_step == "diagnosis":
-            self.diagnosis_page.refresh()
+            self.diagnosis_page.diagnose_again()
 
     def show_about(self) -> None:
         from tfdoctor.core.bench.supervisor import runs_root

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from tfdoctor.core import knowledge
 from tfdoctor.core.checks.common import crash_window, ev, tf_present
 from tfdoctor.core.checks.registry import NVML, TARGET, CheckContext, check
+from tfdoctor.core.diagnose.combine import FINDING_CAUSE_PREFIX, cause_finding
 from tfdoctor.core.diagnose.engine import ExitInfo, diagnose
 from tfdoctor.core.model import Evidence, Facts, Finding, ProbeStatus, Severity
 
@@ -132,14 +133,8 @@ def check_probe_log(facts: Facts, ctx: CheckContext) -> Iterator[Finding]:
             continue
         severity = S.ERROR if failed and shown == 0 else S.WARNING
         where = "why the probe failed" if failed else "in TensorFlow's log"
-        yield Finding(
-            f"log.{cause.id}",
-            severity,
-            f"{cause.title} ({where}, {round(cause.confidence * 100)}% sure)",
-            cause.explanation,
-            cause.evidence,
-            cause.fixes,
-            "diagnosis",
+        yield cause_finding(
+            cause, severity, where=where, id_prefix=FINDING_CAUSE_PREFIX, group="diagnosis"
         )
         shown += 1
         if shown == 3:

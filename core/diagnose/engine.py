@@ -471,6 +471,16 @@ def _benign_lines(hits: Mapping[str, _Hit], src: str, oom: BfcOom) -> list[tuple
 
 
 @functools.cache
+def shipped_causes() -> dict[str, CauseInfo]:
+    """The shipped cause catalogue, parsed once per process (do not change it).
+
+    Raises:
+        KnowledgeError: causes.toml is malformed (a broken install).
+    """
+    return known_causes.causes()
+
+
+@functools.cache
 def default_diagnoser_parts() -> tuple[tuple[Signature, ...], dict[str, CauseInfo]]:
     return known_signatures.signatures(), known_causes.causes()
 

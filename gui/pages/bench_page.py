@@ -46,7 +46,8 @@ from tfdoctor.core.bench.supervisor import (
     SupervisorOptions,
     phase_label,
 )
-from tfdoctor.core.model import Finding, Severity, Target
+from tfdoctor.core.diagnose.combine import cause_finding, rank_severity
+from tfdoctor.core.model import Finding, Target
 from tfdoctor.core.probes import nvml
 from tfdoctor.core.probes.targetrun import current_target
 from tfdoctor.gui import assets
@@ -68,20 +69,7 @@ def phase_words(phase: str) -> str:
 
 def causes_as_findings(result: BenchResult) -> list[Finding]:
     """The ranked causes, shown with the findings cards: the best one as an error."""
-    out = []
-    for i, c in enumerate(result.diagnosis.causes):
-        out.append(
-            Finding(
-                f"cause.{c.id}",
-                Severity.ERROR if i == 0 else Severity.WARNING,
-                f"{c.title} ({round(c.confidence * 100)}% sure)",
-                c.explanation,
-                c.evidence,
-                c.fixes,
-                "cause",
-            )
-        )
-    return out
+    return [cause_finding(c, rank_severity(i)) for i, c in enumerate(result.diagnosis.causes)]
 
 
 class BenchPage(QWidget):

@@ -3,22 +3,17 @@
 from __future__ import annotations
 
 import logging
-import os
 
 from PySide6.QtCore import QElapsedTimer, Qt, QTimer, Signal
 from PySide6.QtGui import QCloseEvent
 from PySide6.QtWidgets import (
     QCheckBox,
-    QComboBox,
-    QFileDialog,
     QFrame,
     QGridLayout,
     QHBoxLayout,
     QLabel,
     QProgressBar,
     QPushButton,
-    QSizePolicy,
-    QStyle,
     QToolButton,
     QVBoxLayout,
     QWidget,
@@ -30,10 +25,10 @@ from tfdoctor.core.scan import PROBE_LABELS, CheckReport
 from tfdoctor.gui.bridges import CheckBridge, EnvsBridge
 from tfdoctor.gui.findings_view import FindingsView, summary_html, summary_text
 from tfdoctor.gui.icons import severity_pixmap
+from tfdoctor.gui.pages.layout import page_layout
+from tfdoctor.gui.target_picker import TargetPicker, target_key, target_tooltip
 
 log = logging.getLogger(__name__)
-
-TARGET_ROLE = Qt.ItemDataRole.UserRole + 1
 
 # ProbeStatus -> (word shown on the chip, chip colour state for the stylesheet)
 PROBE_STATUS_WORDS: dict[ProbeStatus, tuple[str, str]] = {
@@ -52,10 +47,6 @@ WHICH_PYTHON_HINT = (
     "Pick the interpreter your notebook or script really runs. In a notebook cell, "
     "<code>import sys; print(sys.executable)</code> prints its path."
 )
-
-
-def _target_key(t: Target) -> tuple[str, tuple[tuple[str, str], ...], int | None]:
-    return (t.python, t.env, t.pid)
 
 
 def _restyle(w: QWidget) -> None:
@@ -119,51 +110,26 @@ class CheckPage(QWidget):
     # ------------------------------------------------------------------ construction
 
     def _build(self) -> None:
-        root = QVBoxLayout(self)
-        root.setContentsMargins(22, 18, 22, 12)
-        root.setSpacing(10)
-
-        title = QLabel("Environment check", self)
-        title.setObjectName("pageTitle")
-        root.addWidget(title)
-        subtitle = QLabel(
+        root = page_layout(
+            self,
+            "Environment check",
             "Looks at the Python your notebook uses: its TensorFlow build, the CUDA and cuDNN "
             "libraries it loads, the NVIDIA driver, your GPUs and who else uses their memory, "
             "and system RAM. Read-only: nothing is changed.",
-            self,
         )
-        subtitle.setObjectName("pageSubtitle")
-        subtitle.setWordWrap(True)
-        root.addWidget(subtitle)
 
         # -- target picker
         pick = QHBoxLayout()
         pick.setSpacing(6)
-        pick_label = QLabel("&Python to check:", self)
-        self.target_combo = QComboBox(self)
-        self.target_combo.setObjectName("targetCombo")
-        self.target_combo.setSizeAdjustPolicy(
-            QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon
-        )
-        self.target_combo.setMinimumContentsLength(30)
-        self.target_combo.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
-        pick_label.setBuddy(self.target_combo)
-        self.refresh_button = QToolButton(self)
-        self.refresh_button.setIcon(
-            self.style().standardIcon(QStyle.StandardPixmap.SP_BrowserReload)
-        )
-        self.refresh_button.setToolTip("Look again for Jupyter kernels and conda environments")
-        self.other_button = QPushButton("Other Python…", self)
-        self.other_button.setToolTip(
-            "Pick a Python interpreter file yourself (e.g. ~/venvs/tf/bin/python)"
-        )
+        self.picker = TargetPicker("&Python to check:", self, refresh=True)
+        self.target_combo = self.picker.combo
+        assert self.picker.refresh_button is not None
+        self.refresh_button = self.picker.refresh_button
+        self.other_button = self.picker.other_button
         self.run_button = QPushButton(RUN_TEXT, self)
         self.run_button.setObjectName("runButton")
         self.run_button.setDefault(True)
-        pick.addWidget(pick_label)
-        pick.addWidget(self.target_combo, 1)
-        pick.addWidget(self.refresh_button)
-        pick.addWidget(self.other_button)
+        pick.addWidget(self.picker, 1)
         pick.addSpacing(8)
         pick.addWidget(self.run_button)
         root.addLayout(pick)
@@ -255,9 +221,8 @@ class CheckPage(QWidget):
 
     def _connect(self) -> None:
         self.run_button.clicked.connect(self._on_run_button_clicked)
-        self.other_button.clicked.connect(self._on_other_button_clicked)
         self.refresh_button.clicked.connect(self.refresh_targets)
-        self.target_combo.currentIndexChanged.connect(self._on_target_combo_changed)
+        self.picker.sig_target_changed.connect(self._on_picker_target_changed)
         self.show_passed.toggled.connect(self._on_show_passed_toggled)
         self.findings.sig_counts_changed.connect(self._update_summary)
 
@@ -286,22 +251,11 @@ class CheckPage(QWidget):
         self.envs_bridge.refresh()
 
     def selected_target(self) -> Target | None:
-        data = self.target_combo.currentData(TARGET_ROLE)
-        return data if isinstance(data, Target) else None
+        return self.picker.selected_target()
 
     def add_target(self, target: Target, select: bool = True) -> int:
         """Add a target to the picker (or find it there) and optionally select it."""
-        idx = self._find_target(target)
-        if idx < 0:
-            idx = self.target_combo.count()
-            self.target_combo.addItem(f"{target.label} — {target.python}")
-            self.target_combo.setItemData(idx, target, TARGET_ROLE)
-            self.target_combo.setItemData(
-                idx, self._target_tooltip(target), Qt.ItemDataRole.ToolTipRole
-            )
-        if select:
-            self.target_combo.setCurrentIndex(idx)
-        return idx
+        return self.picker.add_target(target, select)
 
     def start_check(self) -> None:
         """Check the selected Python; the work runs in core threads, this returns at once."""
@@ -362,7 +316,7 @@ class CheckPage(QWidget):
         same = (
             self._last_target is not None
             and target is not None
-            and _target_key(target) == _target_key(self._last_target)
+            and target_key(target) == target_key(self._last_target)
         )
         self.run_button.setText(RERUN_TEXT if same else RUN_TEXT)
         self.run_button.setToolTip(
@@ -398,18 +352,8 @@ class CheckPage(QWidget):
         else:
             self.start_check()
 
-    def _on_other_button_clicked(self) -> None:
-        current = self.selected_target()
-        start = os.path.dirname(current.python) if current else os.path.expanduser("~")
-        path, _ = QFileDialog.getOpenFileName(
-            self, "Pick the Python interpreter your notebook uses", start, "All files (*)"
-        )
-        if path:
-            self.add_target(Target(python=path, label="Python picked by you", kind="path"))
-
-    def _on_target_combo_changed(self, _index: int) -> None:
-        t = self.selected_target()
-        self.target_combo.setToolTip(self._target_tooltip(t) if t else "")
+    def _on_picker_target_changed(self, t: Target | None) -> None:
+        self.target_combo.setToolTip(target_tooltip(t) if t else "")
         self._update_run_button_text()
 
     def _on_show_passed_toggled(self, on: bool) -> None:
@@ -484,22 +428,7 @@ class CheckPage(QWidget):
 
     def _on_envs_found(self, targets: list[Target]) -> None:
         self.refresh_button.setEnabled(True)
-        selected = self.selected_target()
-        picked_by_hand = [
-            self.target_combo.itemData(i, TARGET_ROLE)
-            for i in range(self.target_combo.count())
-            if getattr(self.target_combo.itemData(i, TARGET_ROLE), "kind", "") == "path"
-        ]
-        self.target_combo.blockSignals(True)
-        try:
-            self.target_combo.clear()
-            for t in [*targets, *picked_by_hand]:
-                self.add_target(t, select=False)
-            idx = self._find_target(selected) if selected is not None else -1
-            self.target_combo.setCurrentIndex(max(idx, 0))
-        finally:
-            self.target_combo.blockSignals(False)
-        self._on_target_combo_changed(self.target_combo.currentIndex())
+        self.picker.reset_targets(targets)
         n = len(targets)
         self._status(f"Found {n} Python environment{'s' if n != 1 else ''} to check.")
 
@@ -508,23 +437,6 @@ class CheckPage(QWidget):
         self._status(f"Could not list Python environments: {message}")
 
     # ------------------------------------------------------------------ helpers
-
-    def _find_target(self, target: Target) -> int:
-        key = _target_key(target)
-        for i in range(self.target_combo.count()):
-            t = self.target_combo.itemData(i, TARGET_ROLE)
-            if isinstance(t, Target) and _target_key(t) == key:
-                return i
-        return -1
-
-    @staticmethod
-    def _target_tooltip(t: Target) -> str:
-        lines = [t.python]
-        if t.env:
-            lines.append("with " + " ".join(f"{k}={v}" for k, v in t.env))
-        if t.pid is not None:
-            lines.append(f"running kernel, PID {t.pid}")
-        return "\n".join(lines)
 
     def _reconcile(self, report: CheckReport) -> None:
         """Rebuild from the report if events were missed (the event buffer is bounded)."""

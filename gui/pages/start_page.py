@@ -5,13 +5,11 @@ find recent crashes in the kernel log and Jupyter's logs)."""
 from __future__ import annotations
 
 import logging
-from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
-from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QDragEnterEvent, QDropEvent
 from PySide6.QtWidgets import (
-    QComboBox,
     QFileDialog,
     QFrame,
     QHBoxLayout,
@@ -31,11 +29,14 @@ from tfdoctor.core.probes.targetrun import (
     app_is_bundle,
     current_target,
 )
+from tfdoctor.core.session import Session
 from tfdoctor.gui.bridges import EnvsBridge
+from tfdoctor.gui.pages.layout import page_layout
+from tfdoctor.gui.target_picker import TargetPicker
+from tfdoctor.gui.tasks import Task
 
 log = logging.getLogger(__name__)
 
-TARGET_ROLE = Qt.ItemDataRole.UserRole + 1
 PASTE_NAME = "pasted text"
 PICK_PROMPT = "— pick the Python your notebook uses —"
 NO_TF_NOTE = (
@@ -54,19 +55,15 @@ class StartPage(QWidget):
     sig_logs_changed = Signal()
     sig_status_changed = Signal(str)
 
-    def __init__(self, session: flow.Session, parent: QWidget | None = None) -> None:
+    def __init__(self, session: Session, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setObjectName("startPage")
         self.session = session
         self.setAcceptDrops(True)
         self.envs_bridge = EnvsBridge(self)
-        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tfdoctor-recent")
-        pool = self._pool
-        self.destroyed.connect(lambda *_: pool.shutdown(wait=False, cancel_futures=True))
-        self._finding: Future[tuple[list[recent.Found], list[str]]] | None = None
-        self._poll = QTimer(self)
-        self._poll.setInterval(100)
-        self._poll.timeout.connect(self._on_poll)
+        self._recent = Task(self, name="tfdoctor-recent", poll_ms=100)
+        self._recent.sig_done.connect(self._on_recent_done)
+        self._recent.sig_failed.connect(self._on_recent_failed)
         self._build()
         self.envs_bridge.sig_envs_found.connect(self._on_envs_found)
         self.envs_bridge.sig_envs_failed.connect(
@@ -83,41 +80,23 @@ class StartPage(QWidget):
 
     # ------------------------------------------------------------------ construction
     def _build(self) -> None:
-        root = QVBoxLayout(self)
-        root.setContentsMargins(22, 18, 22, 12)
-        root.setSpacing(10)
-        title = QLabel("What happened?", self)
-        title.setObjectName("pageTitle")
-        root.addWidget(title)
-        sub = QLabel(
+        root = page_layout(
+            self,
+            "What happened?",
             "Your Jupyter kernel died, a script ended with “Killed”, or TensorFlow printed a "
             "wall of errors. tfdoctor finds out why, step by step.",
-            self,
         )
-        sub.setObjectName("pageSubtitle")
-        sub.setWordWrap(True)
-        root.addWidget(sub)
 
-        pick = QHBoxLayout()
-        label = QLabel("&Python your notebook uses:", self)
-        self.target_combo = QComboBox(self)
-        self.target_combo.setObjectName("targetCombo")
-        self.target_combo.setSizeAdjustPolicy(
-            QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon
+        self.picker = TargetPicker(
+            "&Python your notebook uses:", self, other_tip="Pick an interpreter file yourself"
         )
-        self.target_combo.setMinimumContentsLength(30)
-        self.target_combo.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
+        self.target_combo = self.picker.combo
         self.target_combo.setToolTip(
             "Jupyter kernels, conda environments and running kernels found on this machine. "
             "In a notebook, import sys; print(sys.executable) shows the one it uses."
         )
-        label.setBuddy(self.target_combo)
-        self.other_button = QPushButton("Other Python…", self)
-        self.other_button.setToolTip("Pick an interpreter file yourself")
-        pick.addWidget(label)
-        pick.addWidget(self.target_combo, 1)
-        pick.addWidget(self.other_button)
-        root.addLayout(pick)
+        self.other_button = self.picker.other_button
+        root.addWidget(self.picker)
         self.target_note = QLabel(NO_TF_NOTE, self)
         self.target_note.setObjectName("targetNote")
         self.target_note.setWordWrap(True)
@@ -179,8 +158,7 @@ class StartPage(QWidget):
         self.open_button.clicked.connect(self.open_logs)
         self.find_button.clicked.connect(self.find_recent)
         self.clear_button.clicked.connect(self.clear_logs)
-        self.other_button.clicked.connect(self._on_other_clicked)
-        self.target_combo.currentIndexChanged.connect(self._on_target_changed)
+        self.picker.sig_target_changed.connect(self._on_picker_target_changed)
 
     def _door(self, title: str, text: str) -> QPushButton:
         b = QPushButton(f"{title}\n{text}", self)
@@ -192,23 +170,7 @@ class StartPage(QWidget):
 
     # ------------------------------------------------------------------ targets
     def add_target(self, target: Target, select: bool = True) -> None:
-        for i in range(self.target_combo.count()):
-            t = self.target_combo.itemData(i, TARGET_ROLE)
-            if isinstance(t, Target) and (t.python, t.env, t.pid, t.name) == (
-                target.python,
-                target.env,
-                target.pid,
-                target.name,
-            ):
-                if select:
-                    self.target_combo.setCurrentIndex(i)
-                return
-        self.target_combo.addItem(f"{target.label} — {target.python}")
-        self.target_combo.setItemData(self.target_combo.count() - 1, target, TARGET_ROLE)
-        if select:
-            self.target_combo.setCurrentIndex(self.target_combo.count() - 1)
-            # the first item became current inside addItem, before it had its data
-            self._on_target_changed(self.target_combo.currentIndex())
+        self.picker.add_target(target, select)
 
     def refresh_targets(self) -> None:
         self.envs_bridge.refresh()
@@ -218,17 +180,11 @@ class StartPage(QWidget):
             self.add_target(t, select=False)
         self._status(f"Found {len(targets)} Python environments.")
 
-    def _on_target_changed(self, _index: int) -> None:
-        t = self.target_combo.currentData(TARGET_ROLE)
-        if isinstance(t, Target):
+    def _on_picker_target_changed(self, t: Target | None) -> None:
+        if t is not None:
             self.target_note.hide()
             self.session.target = t
             self.sig_target_changed.emit(t)
-
-    def _on_other_clicked(self) -> None:
-        path, _ = QFileDialog.getOpenFileName(self, "Pick a Python interpreter", "/usr/bin")
-        if path:
-            self.add_target(Target(python=path, label=Path(path).name, kind="path"))
 
     # ------------------------------------------------------------------ logs
     def choose(self, door: str) -> None:
@@ -246,8 +202,6 @@ class StartPage(QWidget):
         self.session.logs = [lg for lg in self.session.logs if lg.name != PASTE_NAME]
         if text:
             self.session.add_log(PASTE_NAME, text.encode("utf-8", "surrogatepass"))
-        else:
-            self.session.log_diagnosis = None
         self._show_files()
 
     def add_log_file(self, path: str) -> bool:
@@ -275,30 +229,22 @@ class StartPage(QWidget):
     def clear_logs(self) -> None:
         self.paste.clear()
         self.session.logs.clear()
-        self.session.log_diagnosis = None
         self._show_files()
 
     def find_recent(self) -> None:
-        if self._finding is not None:
+        if not self._recent.submit(recent.find_recent_crashes):
             return
         self.find_button.setEnabled(False)
         self._status("Looking for recent crashes in the kernel log and Jupyter logs…")
-        self._finding = self._pool.submit(recent.find_recent_crashes)
-        self._poll.start()
 
-    def _on_poll(self) -> None:
-        fut = self._finding
-        if fut is None or not fut.done():
-            return
-        self._finding = None
-        self._poll.stop()
+    def _on_recent_failed(self, exc: Exception) -> None:
         self.find_button.setEnabled(True)
-        try:
-            found, problems = fut.result()
-        except Exception as exc:  # never a traceback at the user
-            log.warning("finding recent crashes failed", exc_info=True)
-            self._status(f"Could not look for crashes: {exc}")
-            return
+        log.warning("finding recent crashes failed", exc_info=exc)  # never a traceback at the user
+        self._status(f"Could not look for crashes: {exc}")
+
+    def _on_recent_done(self, result: tuple[list[recent.Found], list[str]]) -> None:
+        self.find_button.setEnabled(True)
+        found, problems = result
         for f in found:
             self.session.add_log(f.name, f.text if f.path is None else b"", f.path)
         self._show_files()

@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -227,3 +228,159 @@ def test_check_explains_an_import_error_naming_a_cuda_library(tmp_path: Path) ->
     assert logs[0]["severity"] == "error"
     assert {f["id"] for f in logs} >= {"log.missing_cuda_libs", "log.cuda_cudnn_version_mismatch"}
     assert all(any("libcudart.so.11.0" in e["text"] for e in f["evidence"]) for f in logs)
+
+
+# --------------------------------------------------------------------------- diagnose: one case
+
+
+def _saved_check(tmp_path: Path, findings: list[Any], **facts: Any) -> Path:
+    """A report as `tfdoctor check --json` writes it (the same serialiser)."""
+    from tfdoctor.core.model import Fact, Facts, Target
+    from tfdoctor.core.scan import CheckReport
+
+    fs = Facts([Fact(k, v, "test") for k, v in facts.items()])
+    target = Target(python="/home/ana/my env/bin/python", label="ana's env", kind="path")
+    report = CheckReport(target=target, facts=fs, findings=findings, probes={})
+    path = tmp_path / "check.json"
+    path.write_text(json.dumps(report.to_json(), default=str))
+    return path
+
+
+def _corpus_log(tmp_path: Path, label: str) -> Path:
+    from tests.conftest import CORPUS
+
+    for f in sorted(CORPUS.glob("*.txt")):
+        head, _, body = f.read_text(errors="replace").partition("\n---\n")
+        if f"label: {label}" in head:
+            out = tmp_path / f"{label}.log"
+            out.write_text(body)
+            return out
+    raise AssertionError(label)
+
+
+def test_diagnose_combines_a_log_a_saved_check_and_a_saved_run(tmp_path: Path) -> None:
+    from tfdoctor.core.bench.config import BenchConfig
+    from tfdoctor.core.bench.supervisor import BenchResult, Outcome
+    from tfdoctor.core.model import Cause, Diagnosis, Finding, Severity
+
+    log = _corpus_log(tmp_path, "gpu_oom")
+    oom = Finding("log.gpu_oom", Severity.ERROR, "OOM", "", confidence=0.6)
+    crowded = Finding("gpu.crowded", Severity.WARNING, "the GPU is crowded", "",
+                      fixes=("memory_limit", "pick_gpu"))  # fmt: skip
+    check = _saved_check(
+        tmp_path,
+        [oom, crowded],
+        **{
+            "gpu.count": 2,
+            "gpu0.memory_total_mib": 24576,
+            "gpu0.memory_used_mib": 23000,
+            "gpu1.memory_total_mib": 24576,
+            "gpu1.memory_used_mib": 1000,
+        },
+    )
+    result = BenchResult(
+        BenchConfig(),
+        Outcome("oom", 1, None, 3.0, "ran out of GPU memory"),
+        {"tf_peak_bytes": {"GPU:0": 6 << 30, "CPU:0": 1 << 30}},
+        Diagnosis((Cause("gpu_oom", 0.7, "t", "e"),)),
+        recommendation={"recommended_batch": 48},
+    )
+    run = tmp_path / "run.json"
+    run.write_text(json.dumps(result.to_json(), default=str))
+    p = tfdoctor("diagnose", str(log), "--check", str(check), "--run", str(run), "--json")
+    assert p.returncode == 0, p.stderr
+    out = json.loads(p.stdout)
+    top = out["causes"][0]
+    assert top["id"] == "gpu_oom"
+    assert top["sources"] == ["crash log", "environment check", "reproduced run"]
+    # measured: the freest GPU, its free VRAM capped by the run's TF peak + 25%, the search
+    limit = str(min(24576 - 1000 - 512, int((6 << 30) * 1.25) >> 20))
+    assert out["measured"] == {"gpu": "1", "memory_limit_mb": limit, "batch_size": "48"}
+    fixes = {f["id"]: f for f in out["fixes"]}
+    assert fixes["memory_limit"]["params"] == {"memory_limit_mb": limit}
+    assert fixes["pick_gpu"]["params"] == {"gpu": "1"}
+    human = tfdoctor("diagnose", str(log), "--check", str(check), "--run", str(run), "--no-color")
+    assert human.returncode == 0
+    assert "seen in: crash log, environment check, reproduced run" in human.stdout
+    assert f"measured: memory_limit_mb={limit}" in human.stdout
+
+
+def test_diagnose_reads_the_telemetry_of_a_recorded_trace(tmp_path: Path) -> None:
+    """GPU samples from a recorded machine (0% utilisation) through the live sampler, on the
+    timeline of a training run's steps, written as a trace."""
+    from tfdoctor.core import telemetry
+    from tfdoctor.core.probes import nvml
+
+    api = nvml.ReplayNvml(nvml.load_snapshot(SNAPSHOTS / "rtx3090_forgotten_jupyter_kernel.json"))
+    gpu = nvml.GpuSampler(api)
+    assert gpu.open() is None
+    rows = gpu.sample()
+    gpu.close()
+    trace = tmp_path / "run.trace"
+    writer = telemetry.TraceWriter(trace, {"source": "test"})
+    writer.write({"k": "marker", "t": 1.0, "label": "steady state"})
+    for i in range(30):
+        t = 1.0 + i * 0.1
+        writer.write({"k": "sample", "t": t, "ram_used": 1, "gpus": rows})
+        writer.write({"k": "step", "t": t, "step": i + 1, "step_s": 0.1})
+    writer.close()
+    p = tfdoctor("diagnose", "--trace", str(trace), "--json")
+    assert p.returncode == 0, p.stderr
+    causes = {c["id"]: c for c in json.loads(p.stdout)["causes"]}
+    assert causes["input_bound"]["sources"] == ["telemetry"]
+    assert "0%" in causes["input_bound"]["evidence"][0]["text"]
+
+
+def test_diagnose_recent_reads_the_jupyter_logs_it_finds(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    (home / ".jupyter").mkdir(parents=True)
+    (home / ".jupyter" / "server.log").write_text(
+        "[I 10:00:00.000 ServerApp] Kernel started: 1b2c\nKilled\n"
+        "[I 10:00:09.000 ServerApp] KernelRestarter: restarting kernel (1/5)\n"
+    )
+    p = tfdoctor("diagnose", "--recent", "--json", env={"HOME": str(home)})
+    assert p.returncode == 0, p.stderr
+    causes = {c["id"]: c for c in json.loads(p.stdout)["causes"]}
+    assert any(
+        e["source"].startswith("Jupyter log") and e["text"] == "Killed"
+        for e in causes["host_oom"]["evidence"]
+    )
+
+
+def test_diagnose_exports_the_fixes_with_the_commands_for_the_checked_setup(
+    tmp_path: Path,
+) -> None:
+    from tfdoctor.core.model import Finding, Severity
+
+    no_gpu = Finding("tf.no_gpu_build", Severity.ERROR, "a CPU-only TensorFlow", "",
+                     fixes=("install_tf_and_cuda", "memory_growth"))  # fmt: skip
+    check = _saved_check(tmp_path, [no_gpu], **{"tf.version": "2.17.0"})
+    script = tmp_path / "fix.sh"
+    p = tfdoctor("diagnose", "--check", str(check), "--export", str(script))
+    assert p.returncode == 0, p.stderr
+    text = script.read_text()
+    assert "TF_FORCE_GPU_ALLOW_GROWTH" in text
+    assert "'/home/ana/my env/bin/python' -m pip install 'tensorflow[and-cuda]==2.17.0'" in text
+    assert subprocess.run(["sh", "-n", str(script)]).returncode == 0
+    assert os.access(script, os.X_OK)
+    ps1 = tmp_path / "fix.ps1"
+    assert tfdoctor("diagnose", "--check", str(check), "--export", str(ps1)).returncode == 0
+    assert "TF_FORCE_GPU_ALLOW_GROWTH" in ps1.read_text()
+
+
+def test_diagnose_bad_sources_are_one_line_errors(tmp_path: Path) -> None:
+    junk = tmp_path / "junk.json"
+    junk.write_text('{"schema": 1}')
+    notjson = tmp_path / "x.trace"
+    notjson.write_text("hello\n")
+    for args in (
+        [],
+        ["--check", str(tmp_path / "missing.json")],
+        ["--check", str(junk)],
+        ["--run", str(junk)],
+        ["--trace", str(notjson)],
+    ):
+        p = tfdoctor("diagnose", *args)
+        assert p.returncode == 2, args
+        assert len(p.stderr.strip().splitlines()) == 1, p.stderr
+        assert_no_traceback(p)

@@ -13,7 +13,8 @@ from tests.gui.conftest import CHECK_TIMEOUT_MS
 from tfdoctor.core.model import Target
 from tfdoctor.core.probes import targetrun
 from tfdoctor.gui.bridges import CheckBridge, EnvsBridge
-from tfdoctor.gui.pages.check_page import RUN_TEXT, TARGET_ROLE
+from tfdoctor.gui.pages.check_page import RUN_TEXT
+from tfdoctor.gui.target_picker import TARGET_ROLE
 
 
 def test_target_validation_runs_off_the_gui_thread(qtbot, monkeypatch, tmp_path) -> None:  # type: ignore[no-untyped-def]

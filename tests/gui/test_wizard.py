@@ -223,6 +223,8 @@ def test_apply_and_verify_shows_before_and_after(qtbot, window) -> None:  # type
     assert window.session.bench.outcome.status == "killed"
     window.go("fix")
     fix_page = window.fix_page
+    # the run's telemetry is scanned off the GUI thread; the page fills when it is done
+    qtbot.waitUntil(lambda: not window.analysis_bridge.busy, timeout=30_000)
     row = fix_page.rows["stream_tf_data"]
     verify_button = next(b for b in row.findChildren(QPushButton) if "Verify" in b.text())
     verify_button.click()

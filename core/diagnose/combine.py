@@ -1,0 +1,130 @@
+"""One ranked answer from every source (crash logs, checks, a reproduced run, its telemetry),
+and the one way a cause is shown as a finding card."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from tfdoctor.core.diagnose.engine import CauseInfo
+from tfdoctor.core.model import Cause, Evidence, Finding, Severity
+
+# where a cause was seen, in people's words (the order sources are listed in)
+SOURCE_LOG = "crash log"
+SOURCE_CHECK = "environment check"
+SOURCE_RUN = "reproduced run"
+SOURCE_TELEMETRY = "telemetry"
+FINDING_CAUSE_PREFIX = "log."  # a check finding that is a diagnosed cause: log.<cause id>
+
+
+@dataclass(frozen=True)
+class RankedCause:
+    """A cause with every source that points at it (log, checks, run, telemetry)."""
+
+    cause: Cause
+    sources: tuple[str, ...]
+
+
+def finding_cause(f: Finding, info: Mapping[str, CauseInfo]) -> Cause | None:
+    """A check finding that names a cause id (the probe-output diagnosis: log.<cause>)."""
+    cid = f.id.removeprefix(FINDING_CAUSE_PREFIX)
+    if cid == f.id or cid not in info:
+        return None
+    c = info[cid]
+    conf = f.confidence if f.confidence is not None else 0.5
+    return Cause(cid, conf, c.title, c.explanation, f.evidence, c.fixes)
+
+
+def combine(found: Iterable[tuple[str, Cause]]) -> list[RankedCause]:
+    """(source, cause) pairs merged by id: confidences combine as independent evidence
+    (1 - product of misses), evidence is pooled, sources are listed."""
+    merged: dict[str, tuple[float, list[Evidence], list[str], Cause]] = {}
+    for source, c in found:
+        miss, ev, srcs, first = merged.get(c.id, (1.0, [], [], c))
+        miss *= 1.0 - max(0.0, min(1.0, c.confidence))
+        ev.extend(e for e in c.evidence if e not in ev)
+        if source not in srcs:
+            srcs.append(source)
+        merged[c.id] = (miss, ev, srcs, first)
+    ranked = []
+    for cid, (miss, ev, srcs, first) in merged.items():
+        conf = round(1.0 - miss, 2)
+        cause = Cause(cid, conf, first.title, first.explanation, tuple(ev), first.fixes)
+        ranked.append(RankedCause(cause, tuple(srcs)))
+    ranked.sort(key=lambda r: (-r.cause.confidence, -len(r.sources), r.cause.id))
+    return ranked
+
+
+def combined_causes(
+    info: Mapping[str, CauseInfo],
+    *,
+    log: Sequence[Cause] = (),
+    findings: Sequence[Finding] = (),
+    run: Sequence[Cause] = (),
+    telemetry: Sequence[Cause] = (),
+) -> list[RankedCause]:
+    """Every source's causes, ranked: the crash logs', the check findings that are causes,
+    the reproduced run's and its telemetry's."""
+    found = [(SOURCE_LOG, c) for c in log]
+    for f in findings:
+        c = finding_cause(f, info)
+        if c is not None:
+            found.append((SOURCE_CHECK, c))
+    found += [(SOURCE_RUN, c) for c in run]
+    found += [(SOURCE_TELEMETRY, c) for c in telemetry]
+    return combine(found)
+
+
+def confidence_words(conf: float) -> str:
+    """How sure, in words: "almost certain" (>= 0.9) ... "possible"."""
+    if math.isnan(conf):
+        return "unknown"
+    return (
+        "almost certain"
+        if conf >= 0.9
+        else "likely"
+        if conf >= 0.7
+        else "plausible"
+        if conf >= 0.45
+        else "possible"
+    )
+
+
+def cause_finding(
+    cause: Cause,
+    severity: Severity,
+    *,
+    sources: Sequence[str] = (),
+    where: str = "",
+    evidence: Sequence[Evidence] | None = None,
+    id_prefix: str = "cause.",
+    group: str = "cause",
+) -> Finding:
+    """A cause as a finding card; its confidence travels as data.
+
+    With `sources` (a combined cause): "title — likely (80%)", and where it was seen.
+    Without: "title (where, 80% sure)".
+    """
+    pct = round(cause.confidence * 100)
+    if sources:
+        title = f"{cause.title} — {confidence_words(cause.confidence)} ({pct}%)"
+        explanation = f"{cause.explanation} Seen in: {', '.join(sources)}."
+    else:
+        title = f"{cause.title} ({where + ', ' if where else ''}{pct}% sure)"
+        explanation = cause.explanation
+    return Finding(
+        f"{id_prefix}{cause.id}",
+        severity,
+        title,
+        explanation,
+        tuple(cause.evidence if evidence is None else evidence),
+        cause.fixes,
+        group,
+        confidence=cause.confidence,
+    )
+
+
+def rank_severity(rank: int) -> Severity:
+    """The best explanation is shown as an error, the others as warnings."""
+    return Severity.ERROR if rank == 0 else Severity.WARNING

@@ -1,0 +1,343 @@
+"""The session: what the user gave and tfdoctor measured, and its analysis, Qt-free.
+
+The analysis is one data flow, `analyse`: crash logs -> their diagnosis; that, the check's
+findings, the reproduced run's causes and its telemetry's causes -> one ranked list of causes
+(`diagnose.combine`) -> the fixes to propose, with parameters from what was measured
+(`propose`). `analyse` is a pure function of a snapshot of the session (`Inputs`) and may be
+slow (it reads every log), so the GUI runs it on a worker thread. `Session` holds what the
+user did and caches the analysis of its current inputs; it goes stale as soon as an input
+changes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from tfdoctor.core.diagnose.combine import (
+    RankedCause,
+    cause_finding,
+    combined_causes,
+    rank_severity,
+)
+from tfdoctor.core.diagnose.engine import diagnose, shipped_causes
+from tfdoctor.core.diagnose.telemetry_rules import telemetry_causes
+from tfdoctor.core.model import Cause, Diagnosis, Evidence, Facts, Finding, Target
+from tfdoctor.core.propose import measured_params, proposed_fixes
+
+if TYPE_CHECKING:
+    from tfdoctor.core.bench.supervisor import BenchResult, SupervisorOptions
+    from tfdoctor.core.scan import CheckReport
+
+TelemetryItem = tuple[str, dict[str, Any]]  # (kind, item) as `core.telemetry.Timeline` holds
+
+
+@dataclass(frozen=True)
+class LogInput:
+    """A crash log the user gave: pasted text, or a file (read when diagnosed)."""
+
+    name: str
+    text: bytes = b""
+    path: str | None = None
+
+    def source(self) -> bytes | Path:
+        return Path(self.path) if self.path else self.text
+
+
+@dataclass(frozen=True)
+class RunEvidence:
+    """What the analysis takes from a reproduced run: its causes and its measurements."""
+
+    causes: tuple[Cause, ...] = ()
+    tf_peak_gpu_bytes: int = 0  # TF's peak in-use memory on the busiest GPU
+    recommended_batch: int | None = None  # from the max-batch search
+
+    @classmethod
+    def of(cls, result: BenchResult) -> RunEvidence:
+        return cls._of(result.diagnosis.causes, result.metrics, result.recommendation)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> RunEvidence:
+        """A result saved by `tfdoctor bench --json`.
+
+        Raises:
+            ValueError: not a benchmark result (one-line reason).
+        """
+        if not isinstance(data, Mapping) or "outcome" not in data or data.get("schema") != 1:
+            raise ValueError("not a `tfdoctor bench --json` result")
+        try:
+            causes = tuple(Cause.from_json(c) for c in data.get("causes") or ())
+            return cls._of(causes, data.get("metrics") or {}, data.get("recommendation"))
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            why = f"{type(exc).__name__}: {exc}"
+            raise ValueError(f"a malformed benchmark result ({why})") from None
+
+    @classmethod
+    def _of(
+        cls,
+        causes: Sequence[Cause],
+        metrics: Mapping[str, Any],
+        recommendation: Mapping[str, Any] | None,
+    ) -> RunEvidence:
+        peaks = metrics.get("tf_peak_bytes") or {}
+        gpu_peak = max((int(v) for k, v in peaks.items() if k.startswith("GPU")), default=0)
+        batch = (recommendation or {}).get("recommended_batch")
+        return cls(tuple(causes), gpu_peak, int(batch) if batch else None)
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """A snapshot of what the analysis reads (immutable: safe to hand to a worker thread)."""
+
+    logs: tuple[LogInput, ...] = ()
+    facts: Facts | None = None  # the environment check's, when it ran
+    findings: tuple[Finding, ...] = ()  # the environment check's
+    run: RunEvidence | None = None
+    telemetry: tuple[TelemetryItem, ...] = ()  # the run's timeline (or a recorded trace)
+    key: tuple[object, ...] = field(default=(), compare=False, repr=False)  # see Session
+
+
+@dataclass(frozen=True)
+class Analysis:
+    """Everything derived from the inputs, best first."""
+
+    inputs: Inputs
+    log_diagnosis: Diagnosis | None
+    telemetry_causes: tuple[Cause, ...]
+    ranked: tuple[RankedCause, ...]  # every source's causes merged
+    fixes: tuple[tuple[str, tuple[str, ...]], ...]  # (fix id, what it addresses)
+    params: Mapping[str, str]  # fix parameters from measurements (see core.propose)
+    findings: tuple[Finding, ...]  # the ranked causes as cards, log evidence in context
+
+    @property
+    def fix_ids(self) -> list[str]:
+        return [fid for fid, _ in self.fixes]
+
+
+def analyse(inputs: Inputs) -> Analysis:
+    """The analysis of a snapshot: slow with big logs (run it off the GUI thread).
+
+    Raises:
+        OSError: a log file can no longer be read.
+    """
+    info = shipped_causes()
+    log_d = None
+    if inputs.logs:
+        log_d = diagnose(
+            *(lg.source() for lg in inputs.logs),
+            facts=inputs.facts,
+            names=[lg.name for lg in inputs.logs],
+        )
+    run = inputs.run
+    tele = tuple(telemetry_causes(inputs.telemetry, info)) if inputs.telemetry else ()
+    ranked = combined_causes(
+        info,
+        log=log_d.causes if log_d is not None else (),
+        findings=inputs.findings,
+        run=run.causes if run is not None else (),
+        telemetry=tele,
+    )
+    # the check's own cause findings count through their fixes unless another source came
+    with_causes = bool(inputs.logs or run is not None or inputs.telemetry)
+    fixes = proposed_fixes(ranked if with_causes else (), inputs.findings, inputs.facts)
+    params = measured_params(
+        inputs.facts,
+        run.tf_peak_gpu_bytes if run is not None else 0,
+        run.recommended_batch if run is not None else None,
+    )
+    cards = tuple(
+        cause_finding(
+            rc.cause,
+            rank_severity(i),
+            sources=rc.sources,
+            evidence=with_context(inputs.logs, rc.cause.evidence),
+        )
+        for i, rc in enumerate(ranked)
+    )
+    return Analysis(
+        inputs,
+        log_d,
+        tele,
+        tuple(ranked),
+        tuple((fid, tuple(why)) for fid, why in fixes),
+        params,
+        cards,
+    )
+
+
+def _same(a: tuple[object, ...], b: tuple[object, ...]) -> bool:
+    """Keys match: the same objects (identity), the same counts and the same log list."""
+    return len(a) == len(b) and all(
+        x is y or (type(x) in (int, tuple) and x == y) for x, y in zip(a, b, strict=True)
+    )
+
+
+@dataclass(eq=False)
+class Session:
+    """Everything the user has done in the wizard (JSON-able for a later save), and the
+    cached analysis of it."""
+
+    door: str | None = None
+    target: Target | None = None
+    logs: list[LogInput] = field(default_factory=list)
+    check: CheckReport | None = None
+    bench: BenchResult | None = None
+    telemetry: list[TelemetryItem] = field(default_factory=list)  # the last run's
+    bench_options: SupervisorOptions | None = None  # the options of that run (its RAM cap...)
+    # The GUI's session: `analysis()` never reads logs or telemetry itself; a worker thread
+    # runs `analyse(session.inputs())` and hands the result to `store`.
+    background: bool = False
+    _analysis: Analysis | None = field(default=None, init=False, repr=False)
+    _error: tuple[tuple[object, ...], str] | None = field(default=None, init=False, repr=False)
+    _generation: int = field(default=0, init=False, repr=False)
+
+    def facts(self) -> Facts | None:
+        return self.check.facts if self.check is not None else None
+
+    def findings(self) -> list[Finding]:
+        return list(self.check.findings) if self.check is not None else []
+
+    def add_log(self, name: str, text: bytes = b"", path: str | None = None) -> LogInput:
+        log = LogInput(name, text, path)
+        self.logs.append(log)
+        return log
+
+    def _key(self) -> tuple[object, ...]:
+        # identities, not values: a new check report or run is new evidence
+        n_findings = len(self.check.findings) if self.check is not None else 0
+        return (
+            self._generation,
+            tuple(self.logs),
+            self.check,
+            n_findings,
+            self.bench,
+            self.telemetry,
+            len(self.telemetry),
+        )
+
+    def inputs(self) -> Inputs:
+        """A snapshot of what the analysis reads now."""
+        return Inputs(
+            tuple(self.logs),
+            self.facts(),
+            tuple(self.findings()),
+            RunEvidence.of(self.bench) if self.bench is not None else None,
+            tuple(self.telemetry),
+            self._key(),
+        )
+
+    def analysis(self) -> Analysis | None:
+        """The analysis of what the session holds now, computed once per change.
+
+        A `background` session computes it here only when that is quick (no logs to read,
+        no telemetry to scan); otherwise it returns None until `store` gets it.
+
+        Raises:
+            OSError: a log file can no longer be read.
+        """
+        a = self._analysis
+        if a is not None and _same(a.inputs.key, self._key()):
+            return a
+        if self.background and (self.logs or self.telemetry):
+            return None
+        a = analyse(self.inputs())
+        self._analysis = a
+        return a
+
+    def is_current(self, inputs: Inputs) -> bool:
+        """True while the session still holds what `inputs` was taken from."""
+        return _same(inputs.key, self._key())
+
+    def store(self, analysis: Analysis) -> bool:
+        """Keep an analysis made elsewhere; False (dropped) when the session changed since."""
+        if not self.is_current(analysis.inputs):
+            return False
+        self._analysis, self._error = analysis, None
+        return True
+
+    def store_error(self, inputs: Inputs, message: str) -> None:
+        """Why the analysis of these inputs failed (kept while they are current)."""
+        if self.is_current(inputs):
+            self._error = (inputs.key, message)
+
+    def error(self) -> str | None:
+        """Why the analysis of the current inputs failed, if it did."""
+        if self._error is not None and _same(self._error[0], self._key()):
+            return self._error[1]
+        return None
+
+    def forget(self) -> None:
+        """Analyse again from scratch (the log files may have grown since)."""
+        self._generation += 1
+
+    def to_json(self) -> dict[str, Any]:
+        a = self._analysis
+        fresh = a is not None and self.is_current(a.inputs)
+        log_diagnosis = a.log_diagnosis if a is not None and fresh else None
+        return {
+            "schema": 1,
+            "door": self.door,
+            "target": self.target.to_json() if self.target else None,
+            "logs": [{"name": lg.name, "path": lg.path, "bytes": len(lg.text)} for lg in self.logs],
+            "check": self.check.to_json() if self.check is not None else None,
+            "bench": self.bench.to_json() if self.bench is not None else None,
+            "log_diagnosis": log_diagnosis.to_json() if log_diagnosis else None,
+        }
+
+
+# --------------------------------------------------------------------------- evidence in context
+
+CONTEXT_RADIUS = 2
+CONTEXT_MAX_FILE = 64 << 20  # files larger than this show their evidence lines alone
+
+
+def with_context(
+    user_logs: Sequence[LogInput], evidence: Sequence[Evidence]
+) -> tuple[Evidence, ...]:
+    """Evidence lines from the user's logs with the lines around them (source "context"),
+    in log order; gaps between windows are marked with "…". Other evidence is kept as is."""
+    logs = {lg.name: lg for lg in user_logs}
+    wanted: dict[str, set[int]] = {}
+    for e in evidence:
+        if e.line and e.source in logs:
+            wanted.setdefault(e.source, set()).add(e.line)
+    if not wanted:
+        return tuple(evidence)
+    texts: dict[str, dict[int, str]] = {}
+    for name, lines in wanted.items():
+        span = {n for ln in lines for n in range(ln - CONTEXT_RADIUS, ln + CONTEXT_RADIUS + 1)}
+        texts[name] = _read_lines(logs[name], span)
+    out: list[Evidence] = []
+    for name in wanted:
+        got = texts[name]
+        last = None
+        for n in sorted(got):
+            if last is not None and n != last + 1:
+                out.append(Evidence("…", source="context"))
+            match = next((e for e in evidence if e.source == name and e.line == n), None)
+            out.append(match or Evidence(got[n], line=n, source="context"))
+            last = n
+    out += [e for e in evidence if not (e.line and e.source in wanted)]
+    return tuple(out)
+
+
+def _read_lines(log: LogInput, numbers: set[int]) -> dict[int, str]:
+    if log.path:
+        try:
+            if Path(log.path).stat().st_size > CONTEXT_MAX_FILE:
+                return {}
+            data = Path(log.path).read_bytes()
+        except OSError:
+            return {}
+    else:
+        data = log.text
+    out = {}
+    top = max(numbers)
+    for n, raw in enumerate(data.split(b"\n"), 1):
+        if n > top:
+            break
+        if n in numbers:
+            out[n] = raw.decode("utf-8", "replace").rstrip("\r")[:500]
+    return out

@@ -1,0 +1,96 @@
+"""The wizard's Export page: save the session as JSON, or the proposed fixes as a script
+(`core.export` writes it)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from PySide6.QtCore import Signal
+from PySide6.QtWidgets import QFileDialog, QHBoxLayout, QPushButton, QWidget
+
+from tfdoctor.core import export, fixes
+from tfdoctor.core.paths import atomic_write_text
+from tfdoctor.core.session import Session
+from tfdoctor.gui.pages.layout import page_layout
+
+
+class ExportPage(QWidget):
+    """Save what the session found (a shareable report comes with the report issue)."""
+
+    sig_status_changed = Signal(str)
+
+    def __init__(self, session: Session, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("exportPage")
+        self.session = session
+        root = page_layout(
+            self,
+            "Export",
+            "Save everything this session found as JSON: the target, the check, the run, the "
+            "logs' diagnosis. A readable report and a fix script come in a later version.",
+        )
+        self.save_button = QPushButton("Save session as JSON…", self)
+        self.script_button = QPushButton("Export fix script…", self)
+        self.script_button.setToolTip(
+            "A shell (.sh), PowerShell (.ps1) or Python (.py, the notebook preamble) script "
+            "with the proposed settings: dry run by default, --apply to act, --undo"
+        )
+        row = QHBoxLayout()
+        row.addWidget(self.save_button)
+        row.addWidget(self.script_button)
+        row.addStretch(1)
+        root.addLayout(row)
+        root.addStretch(1)
+        self.save_button.clicked.connect(self._on_save_clicked)
+        self.script_button.clicked.connect(self._on_script_clicked)
+
+    def save(self, path: str) -> bool:
+        try:
+            text = json.dumps(self.session.to_json(), indent=2, default=str)
+
+            atomic_write_text(Path(path), text + "\n")
+        except OSError as exc:
+            self.sig_status_changed.emit(f"Cannot save {path}: {exc.strerror or exc}")
+            return False
+        self.sig_status_changed.emit(f"Saved the session to {path}")
+        return True
+
+    def export_script(self, path: str) -> bool:
+        """The proposed config fixes as a script; the format follows the file's suffix."""
+        analysis = self.session.analysis()
+        if analysis is None:
+            self.sig_status_changed.emit("The diagnosis is still running: export when it is done")
+            return False
+        python = self.session.target.python if self.session.target else None
+        causes = [r.cause.id for r in analysis.ranked]
+        try:
+            text = export.proposal_script(
+                export.format_of(path), analysis.fix_ids, causes, self.session.facts(), python
+            )
+            atomic_write_text(Path(path), text)
+        except fixes.FixError as exc:
+            self.sig_status_changed.emit(f"No script: {exc}")
+            return False
+        except OSError as exc:
+            self.sig_status_changed.emit(f"Cannot save {path}: {exc.strerror or exc}")
+            return False
+        self.sig_status_changed.emit(f"Wrote {path} (run it without options for a dry run)")
+        return True
+
+    def _on_script_clicked(self) -> None:
+        path, _ = QFileDialog.getSaveFileName(
+            self,
+            "Export a fix script",
+            "tfdoctor-fix.sh",
+            "Shell (*.sh);;PowerShell (*.ps1);;Notebook preamble (*.py)",
+        )
+        if path:
+            self.export_script(path)
+
+    def _on_save_clicked(self) -> None:
+        path, _ = QFileDialog.getSaveFileName(
+            self, "Save the session", "tfdoctor-session.json", "JSON (*.json)"
+        )
+        if path:
+            self.save(path)

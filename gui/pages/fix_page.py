@@ -1,0 +1,345 @@
+"""The wizard's Fix page: the fixes the diagnosis and the findings propose, most important
+first, each with its one-click actions (apply to a kernel copy or a conda env, copy the
+preamble or the code, stop a GPU process, verify with a re-run, undo). What to propose and
+with which measured values is core's (`core.propose`); this page shows it and acts."""
+
+from __future__ import annotations
+
+import html
+import logging
+from pathlib import Path
+from typing import Any
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import (
+    QApplication,
+    QFrame,
+    QHBoxLayout,
+    QLabel,
+    QMessageBox,
+    QPushButton,
+    QScrollArea,
+    QVBoxLayout,
+    QWidget,
+)
+
+from tfdoctor.core import fixes, propose
+from tfdoctor.core.bench import verify as verify_mod
+from tfdoctor.core.bench.supervisor import SupervisorOptions
+from tfdoctor.core.knowledge import catalog
+from tfdoctor.core.session import Session
+from tfdoctor.gui.pages.layout import page_layout
+from tfdoctor.gui.tasks import Task
+from tfdoctor.gui.telemetry_plot import ComparisonPlot, format_bytes
+
+log = logging.getLogger(__name__)
+
+
+class FixRow(QFrame):
+    """One proposed fix: what it changes and why, with its one-click actions."""
+
+    def __init__(self, fix: catalog.Fix, reasons: list[str], parent: QWidget) -> None:
+        super().__init__(parent)
+        self.fix = fix
+        self.setObjectName("findingCard")
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(12, 8, 12, 8)
+        lay.setSpacing(3)
+        head = f"<b>{html.escape(fix.title)}</b> "
+        head += f'<span style="color:#7a8491">[{html.escape(fix.id)}]</span>'
+        title = QLabel(head, self)
+        title.setTextFormat(Qt.TextFormat.RichText)
+        title.setWordWrap(True)
+        lay.addWidget(title)
+        text = html.escape(fix.summary)
+        if fix.risk:
+            text += f"<br><i>Risk:</i> {html.escape(fix.risk)}"
+        if fix.undo:
+            text += f"<br><i>Undo:</i> {html.escape(fix.undo)}"
+        body = QLabel(text, self)
+        body.setTextFormat(Qt.TextFormat.RichText)
+        body.setWordWrap(True)
+        body.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        lay.addWidget(body)
+        why = QLabel("For: " + html.escape("; ".join(dict.fromkeys(reasons))), self)
+        why.setTextFormat(Qt.TextFormat.RichText)
+        why.setObjectName("infoLabel")
+        why.setWordWrap(True)
+        lay.addWidget(why)
+        self.buttons = QHBoxLayout()
+        self.buttons.addStretch(1)
+        lay.addLayout(self.buttons)
+        self.result = QLabel(self)
+        self.result.setWordWrap(True)
+        self.result.setTextFormat(Qt.TextFormat.RichText)
+        self.result.hide()
+        lay.addWidget(self.result)
+        self.comparison: ComparisonPlot | None = None
+
+    def add_button(self, text: str, tip: str, slot: Any, enabled: bool = True) -> QPushButton:
+        b = QPushButton(text, self)
+        b.setToolTip(tip)
+        b.setEnabled(enabled)
+        b.clicked.connect(slot)
+        self.buttons.addWidget(b)
+        return b
+
+    def show_result(self, text: str) -> None:
+        self.result.setText(text)
+        self.result.show()
+
+
+class FixPage(QWidget):
+    """The proposed fixes, most important first, each with its one-click actions: apply to
+    the kernel (as a copy), copy the notebook preamble, verify with a re-run, undo."""
+
+    sig_status_changed = Signal(str)
+
+    def __init__(self, session: Session, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("fixPage")
+        self.session = session
+        self.fix_ids: list[str] = []
+        self.rows: dict[str, FixRow] = {}
+        self._params: dict[str, str] = {}  # measured values for the fixes' parameters
+        root = page_layout(
+            self,
+            "Fix",
+            "What to change, for the causes and findings above, most important first. "
+            "Settings go into a copy of your Jupyter kernel (or paste the preamble as the "
+            "notebook's first cell); every change can be undone. Verify re-runs the benchmark "
+            "with the fix and shows before and after.",
+        )
+        top = QHBoxLayout()
+        self.note = QLabel(self, wordWrap=True)
+        self.note.setObjectName("infoLabel")
+        top.addWidget(self.note, 1)
+        self.undo_button = QPushButton("Undo the last change", self)
+        self.undo_button.setToolTip("Put back the files the last applied fix changed")
+        top.addStretch(1)
+        top.addWidget(self.undo_button)
+        root.addLayout(top)
+        scroll = QScrollArea(self)
+        scroll.setWidgetResizable(True)
+        scroll.setFrameShape(QFrame.Shape.NoFrame)
+        inner = QWidget(scroll)
+        self.column = QVBoxLayout(inner)
+        self.column.setContentsMargins(0, 0, 6, 0)
+        self.column.setSpacing(6)
+        self.column.addStretch(1)
+        scroll.setWidget(inner)
+        root.addWidget(scroll, 1)
+        self.undo_button.clicked.connect(self.undo_last)
+        self._verify_task = Task(self, name="tfdoctor-verify", poll_ms=100)
+        self._verify_task.sig_done.connect(self._on_verify_done)
+        self._verify_task.sig_failed.connect(self._on_verify_failed)
+        self._verifying: str | None = None  # the fix being verified
+
+    @property
+    def verifying(self) -> bool:
+        return self._verifying is not None
+
+    def refresh(self) -> None:
+        for row in self.rows.values():
+            row.deleteLater()
+        self.rows.clear()
+        known = catalog.fixes()
+        analysis = self.session.analysis()
+        if analysis is None:  # the window has it made off the GUI thread and refreshes us
+            self.fix_ids, self._params = [], {}
+            self.note.setText("Reading the evidence: the fixes follow from it.")
+            return
+        self.note.setText("")
+        proposed = [(fid, list(why)) for fid, why in analysis.fixes]
+        self._params = dict(analysis.params)
+        self.fix_ids = [fid for fid, _ in proposed]
+        target = self.session.target
+        kernel = target.name if target is not None and target.kind == "kernelspec" else None
+        for fid, reasons in proposed:
+            fx = known.get(fid)
+            if fx is None:
+                continue
+            row = FixRow(fx, reasons, self)
+            if fx.applicable:
+                row.add_button(
+                    "Apply to the kernel",
+                    f"Make a copy of kernel {kernel!r} with these settings, named “… (tfdoctor)”"
+                    if kernel
+                    else "Pick a Jupyter kernel on the Start page",
+                    lambda _=False, f=fid: self.apply_to_kernel(f),
+                    enabled=bool(kernel) and bool(fx.env or fx.unset),
+                )
+                if target is not None and target.kind == "conda":
+                    row.add_button(
+                        "Apply to the conda env",
+                        "Activation hooks that set (and on deactivate restore) the variables",
+                        lambda _=False, f=fid: self.apply_to_conda(f),
+                        enabled=bool(fx.env or fx.unset),
+                    )
+                row.add_button(
+                    "Copy notebook preamble",
+                    "A cell to run first in the notebook (before TensorFlow is imported)",
+                    lambda _=False, f=fid: self.copy_preamble(f),
+                )
+            if fid == "stop_gpu_process":
+                for proc in propose.gpu_holders(self.session.facts()):
+                    row.add_button(
+                        f"Stop pid {proc.get('pid')}",
+                        f"{proc.get('name') or 'process'}"
+                        + (f", {proc.get('notebook_path')}" if proc.get("notebook_path") else "")
+                        + (f": holds {proc.get('used_mib')} MiB of GPU memory"),
+                        lambda _=False, pr=proc: self.stop_process(pr),
+                    )
+            if fx.kind == "env":
+                python = target.python if target is not None else None
+                cmds = fixes.commands_for(fid, self.session.facts(), python)
+                if cmds:
+                    joined = "\n".join(cmds)
+                    row.show_result("<pre>" + html.escape("\n".join(cmds)) + "</pre>")
+                    row.add_button(
+                        "Copy command",
+                        "The exact command for this environment",
+                        lambda _=False, c=joined: QApplication.clipboard().setText(c),
+                    )
+            if fx.snippet:
+                row.add_button(
+                    "Copy code",
+                    "The code change, to paste into your training script",
+                    lambda _=False, f=fid: self.copy_snippet(f),
+                )
+            if self._verifiable(fid):
+                row.add_button(
+                    "Verify with a run",
+                    "Run the same benchmark with this fix and compare with the last run",
+                    lambda _=False, f=fid: self.verify(f),
+                )
+            self.rows[fid] = row
+            self.column.insertWidget(self.column.count() - 1, row)
+        self.undo_button.setEnabled(any(not r.get("undone") for r in fixes.history()))
+
+    def _verifiable(self, fid: str) -> bool:
+        bench = self.session.bench
+        if bench is None or self.session.target is None:
+            return False
+        try:
+            verify_mod.fixed_run(self.session.target, bench.config, [fid])
+        except fixes.FixError:
+            return False
+        return True
+
+    def apply_to_kernel(self, fid: str) -> None:
+        target = self.session.target
+        if target is None or not target.name:
+            return
+        try:
+            rec = fixes.apply_to_kernelspec(self._plan(fid), target.name)
+        except fixes.FixError as exc:
+            self.rows[fid].show_result(
+                f'<span style="color:#c62828">{html.escape(str(exc))}</span>'
+            )
+            return
+        msg = (
+            f"Applied: start the kernel “{html.escape(rec['target'])}” in Jupyter."
+            if rec.get("changed") is not False
+            else "Already applied to the kernel copy."
+        )
+        self.rows[fid].show_result(msg)
+        self.undo_button.setEnabled(True)
+        self.sig_status_changed.emit(f"Applied {fid} to a copy of kernel {target.name}")
+
+    def copy_preamble(self, fid: str) -> None:
+        text = fixes.preamble_text(self._plan(fid))
+        QApplication.clipboard().setText(text)
+        self.rows[fid].show_result("Copied: paste it as the notebook's first cell.")
+        self.sig_status_changed.emit("The notebook preamble is on the clipboard")
+
+    def _plan(self, fid: str) -> fixes.Plan:
+        return propose.plan_fix(fid, self._params)
+
+    def apply_to_conda(self, fid: str) -> None:
+        target = self.session.target
+        if target is None:
+            return
+        prefix = Path(target.python).resolve().parent.parent
+        try:
+            rec = fixes.apply_to_conda(self._plan(fid), prefix)
+        except fixes.FixError as exc:
+            self.rows[fid].show_result(html.escape(str(exc)))
+            return
+        self.rows[fid].show_result(
+            f"Applied to the conda environment {html.escape(str(prefix))}: "
+            "deactivate and activate it again."
+        )
+        self.undo_button.setEnabled(rec.get("changed") is not False)
+
+    def stop_process(self, proc: dict[str, Any]) -> None:
+        what = proc.get("notebook_path") or proc.get("name") or "this process"
+        answer = QMessageBox.question(
+            self,
+            "Stop the process?",
+            f"Stop pid {proc.get('pid')} ({what})? It holds {proc.get('used_mib')} MiB of GPU "
+            "memory. Unsaved work in it is lost.",
+        )
+        if answer != QMessageBox.StandardButton.Yes:
+            return
+        row = self.rows.get("stop_gpu_process")
+        try:
+            msg = fixes.stop_process(int(proc["pid"]))
+        except fixes.FixError as exc:
+            msg = str(exc)
+        if row is not None:
+            row.show_result(html.escape(msg))
+        self.sig_status_changed.emit(msg)
+
+    def copy_snippet(self, fid: str) -> None:
+        QApplication.clipboard().setText(catalog.fixes()[fid].snippet + "\n")
+        self.rows[fid].show_result("Copied: paste it into your training code.")
+        self.sig_status_changed.emit("The code change is on the clipboard")
+
+    def undo_last(self) -> None:
+        try:
+            rec = fixes.undo()
+        except fixes.FixError as exc:
+            self.sig_status_changed.emit(str(exc))
+            self.undo_button.setEnabled(False)
+            return
+        self.sig_status_changed.emit(f"Undone: {', '.join(rec['fixes'])} on {rec['target']}")
+        self.undo_button.setEnabled(any(not r.get("undone") for r in fixes.history()))
+
+    def verify(self, fid: str) -> None:
+        bench, target = self.session.bench, self.session.target
+        if self._verifying is not None or bench is None or target is None:
+            return
+        before = (bench, list(self.session.telemetry))
+        options = self.session.bench_options or SupervisorOptions(sample_every_s=0.1)
+        self._verify_task.submit(
+            verify_mod.verify, target, bench.config, [fid], None, options, before=before
+        )
+        self._verifying = fid
+        self.rows[fid].show_result("Running the benchmark with the fix…")
+
+    def _on_verify_failed(self, exc: Exception) -> None:
+        fid, self._verifying = self._verifying, None
+        if fid is None:
+            return
+        log.warning("verify failed", exc_info=exc)  # one line, never a traceback
+        self.rows[fid].show_result(f"Could not verify: {html.escape(str(exc))}")
+
+    def _on_verify_done(self, v: verify_mod.Verification) -> None:
+        fid, self._verifying = self._verifying, None
+        if fid is None:
+            return
+        self.last_verification = v
+        cells = [
+            f"<tr><td>{label}</td><td>{before}</td><td>{after}</td></tr>"
+            for label, before, after in v.table(format_bytes, missing="–")
+        ]
+        verdict = v.verdict[:1].upper() + v.verdict[1:] + "."
+        row = self.rows[fid]
+        row.show_result(
+            f"<b>{verdict}</b><table cellpadding='3'><tr><th></th><th>before</th>"
+            f"<th>after</th></tr>{''.join(cells)}</table>"
+        )
+        row.comparison = ComparisonPlot(v.before_telemetry, v.after_telemetry, row)
+        row.layout().addWidget(row.comparison)
+        self.sig_status_changed.emit(verdict)

@@ -1,0 +1,68 @@
+"""Causes only a run's timeline shows (a leak, retracing, an input-bound GPU), from real runs
+and recorded machines, without Qt."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import SNAPSHOTS
+from tfdoctor.core import telemetry
+from tfdoctor.core.bench.config import BenchConfig
+from tfdoctor.core.bench.supervisor import SupervisorOptions, run_bench
+from tfdoctor.core.diagnose.telemetry_rules import telemetry_causes
+from tfdoctor.core.probes import nvml
+from tfdoctor.core.probes.targetrun import current_target
+
+
+def _timeline_of(config: BenchConfig) -> list[tuple[str, dict[str, Any]]]:
+    tl = telemetry.Timeline()
+    res = run_bench(
+        current_target(), config, SupervisorOptions(sample_every_s=0.1, guard_mib=0), timeline=tl
+    )
+    assert res.outcome.status == "completed", res.outcome.detail
+    return [item for _, item in tl.since(0)]
+
+
+@pytest.mark.slow
+def test_a_real_leak_and_real_retracing_are_seen_in_the_telemetry_a_clean_run_is_not(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TFDOCTOR_STATE_DIR", str(tmp_path))
+    base = BenchConfig(preset="cnn", input_shape=(32, 32, 3), batch_size=16, steps=200)
+    leaky = _timeline_of(dataclasses.replace(base, device="cpu", fault="leak", fault_at_step=1))
+    causes = telemetry_causes(leaky)
+    assert [c.id for c in causes] == ["memory_leak"]
+    assert "RSS grew" in causes[0].evidence[0].text and causes[0].confidence >= 0.7
+    clean = _timeline_of(dataclasses.replace(base, device="cpu"))
+    assert telemetry_causes(clean) == []
+    # a real tf.function retrace every 10 steps (a Python number passed where a tensor
+    # belongs): slow again and again, not just the first step
+    retracing = _timeline_of(
+        BenchConfig(
+            preset="mlp", batch_size=16, steps=60, device="cpu", fault="retrace", fault_at_step=1
+        )
+    )
+    causes = telemetry_causes(retracing)
+    assert [c.id for c in causes] == ["tf_function_retracing"]
+    assert "traced again" in causes[0].evidence[0].text
+
+
+def test_an_idle_gpu_during_training_is_input_bound() -> None:
+    """GPU samples through the live sampler from a recorded machine (0% utilisation), on the
+    timeline of a training run's steps."""
+    api = nvml.ReplayNvml(nvml.load_snapshot(SNAPSHOTS / "rtx3090_forgotten_jupyter_kernel.json"))
+    gpu = nvml.GpuSampler(api)
+    assert gpu.open() is None
+    rows = gpu.sample()
+    gpu.close()
+    items: list[tuple[str, dict[str, Any]]] = [("marker", {"t": 1.0, "label": "steady state"})]
+    for i in range(30):
+        t = 1.0 + i * 0.1
+        items.append(("sample", {"t": t, "ram_used": 1, "gpus": rows}))
+        items.append(("step", {"t": t, "step": i + 1, "step_s": 0.1}))
+    causes = {c.id: c for c in telemetry_causes(items)}
+    assert "input_bound" in causes and "0%" in causes["input_bound"].evidence[0].text
