@@ -37,7 +37,7 @@ lint: $(DEV_STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports
-	$(BIN)/mypy -p tfdoctor.core
+	$(BIN)/mypy -p tfdoctor.core -p tfdoctor.gui
 
 test: lint
 	QT_QPA_PLATFORM=offscreen $(BIN)/python -m pytest -q

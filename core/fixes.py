@@ -14,6 +14,7 @@ import contextlib
 import datetime
 import hashlib
 import json
+import logging
 import os
 import re
 import shlex
@@ -26,6 +27,8 @@ from typing import Any
 
 from tfdoctor.core.knowledge import catalog
 from tfdoctor.core.paths import atomic_write, state_dir
+
+log = logging.getLogger(__name__)
 
 LOG_NAME = "undo.jsonl"
 CONDA_HOOK = "tfdoctor.sh"
@@ -551,6 +554,7 @@ def stop_process(pid: int, *, wait_s: float = 20.0) -> str:
             kc.stop_channels()
             how = "Jupyter kernel asked to shut down on its own channels"
         except Exception:  # a kernel that does not answer: fall back to a signal
+            log.info("kernel %s did not take a shutdown request", pid, exc_info=True)
             how = ""
     if not how:
         try:

@@ -188,7 +188,7 @@ class MainWindow(QMainWindow):
             ("F1", self.show_about),
             ("Ctrl+Q", self.close),
         ):
-            QShortcut(QKeySequence(keys), self, activated=slot)
+            QShortcut(QKeySequence(keys), self, slot)
         if self.session.target is not None:  # picked while the start page was built
             self._on_target_changed(self.session.target)
 

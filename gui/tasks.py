@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from PySide6.QtCore import QObject, QTimer, Signal
+
+log = logging.getLogger(__name__)
 
 POLL_MS = 50
 
@@ -54,6 +57,7 @@ class Task(QObject):
         try:
             result = fut.result()
         except Exception as exc:  # handed to the owner, which says it in one line
+            log.debug("background task failed", exc_info=True)
             self.sig_failed.emit(exc)
             return
         self.sig_done.emit(result)

@@ -54,7 +54,7 @@ def format_bytes(value: float) -> str:
     return f"{value / 1024:.0f} KiB"
 
 
-class ByteAxis(pg.AxisItem):
+class ByteAxis(pg.AxisItem):  # type: ignore[misc]  # pyqtgraph is untyped
     """A y axis whose ticks read as MiB/GiB while the data stay in bytes."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -273,8 +273,8 @@ class TelemetryPlot(QWidget):
         line = pg.InfiniteLine(
             pos=t, angle=90, pen=pg.mkPen(colour, width=1, style=style), label=label, labelOpts=opts
         )
-        line.category = category  # type: ignore[attr-defined]
-        line.text = label  # type: ignore[attr-defined]
+        line.category = category
+        line.text = label
         self.memory.addItem(line, ignoreBounds=True)
         self.markers.append(line)
 
@@ -333,7 +333,7 @@ def _series(items: list[tuple[str, dict[str, Any]]]) -> dict[str, tuple[list[flo
     return out
 
 
-class ComparisonPlot(pg.PlotWidget):
+class ComparisonPlot(pg.PlotWidget):  # type: ignore[misc]  # pyqtgraph is untyped
     """Two runs on one time axis: before (dashed) and after (solid), same colour per series."""
 
     COLOURS: ClassVar[dict[str, str]] = {

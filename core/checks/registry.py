@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from tfdoctor.core.knowledge import signatures
 from tfdoctor.core.model import Facts, Finding, ProbeResult, ProbeStatus, Severity
+
+log = logging.getLogger(__name__)
 
 S = Severity
 
@@ -78,7 +81,8 @@ def run_checks(
             continue
         try:
             out.extend(c.fn(facts, ctx))
-        except Exception as exc:
+        except Exception as exc:  # one broken check must not hide the others' findings
+            log.warning("the %s check failed", c.id, exc_info=True)
             out.append(
                 Finding(
                     f"internal.{c.id}",

@@ -52,7 +52,7 @@ def kernelspec_targets() -> list[Target]:
     try:
         specs: dict[str, Any] = KernelSpecManager(ensure_native_kernel=False).get_all_specs()
     except Exception as exc:  # a broken kernel.json must not stop the listing
-        log.warning("could not list Jupyter kernelspecs: %s", exc)
+        log.warning("could not list Jupyter kernelspecs: %s", exc, exc_info=True)
         return []
     out = []
     for name, entry in sorted(specs.items()):

@@ -179,7 +179,7 @@ def runtime_dirs() -> list[Path]:
     try:
         return [Path(jupyter_runtime_dir())]
     except Exception as exc:  # a broken JUPYTER_* env var must not break a scan
-        log.debug("jupyter runtime dir unavailable: %s", exc)
+        log.debug("jupyter runtime dir unavailable: %s", exc, exc_info=True)
         return []
 
 

@@ -104,8 +104,9 @@ class DiagnosisPage(QWidget):
             self.causes.add_finding(f)
         while self.moments.count():
             item = self.moments.takeAt(0)
-            if item.widget() is not None:
-                item.widget().deleteLater()
+            widget = item.widget() if item is not None else None
+            if widget is not None:
+                widget.deleteLater()
         for rc in self.ranked:
             at = next((e.at for e in rc.cause.evidence if e.at is not None), None)
             if at is not None:

@@ -341,5 +341,7 @@ class FixPage(QWidget):
             f"<th>after</th></tr>{''.join(cells)}</table>"
         )
         row.comparison = ComparisonPlot(v.before_telemetry, v.after_telemetry, row)
-        row.layout().addWidget(row.comparison)
+        layout = row.layout()
+        if layout is not None:
+            layout.addWidget(row.comparison)
         self.sig_status_changed.emit(verdict)

@@ -22,7 +22,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from tfdoctor.core import flow, recent
+from tfdoctor.core import flow
+from tfdoctor.core.diagnose import recent
 from tfdoctor.core.model import Target
 from tfdoctor.core.probes.targetrun import (
     app_has_tensorflow,
