@@ -881,8 +881,7 @@ def cmd_fixes(args: argparse.Namespace) -> int:
 def cmd_export_fix(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from tfdoctor.core import export
-    from tfdoctor.core.fixes import FixError
+    from tfdoctor.core.fixes import FixError, export
     from tfdoctor.core.paths import atomic_write_text
 
     params = _set_params(args.set)

@@ -176,8 +176,9 @@ def _diagnose_case(args: argparse.Namespace, inputs: list[Any], names: list[str]
     run, a trace, recent crashes; then the fixes to try, with the values measured."""
     from pathlib import Path
 
-    from tfdoctor.core import export, fixes, propose, telemetry
+    from tfdoctor.core import fixes, telemetry
     from tfdoctor.core.diagnose import recent
+    from tfdoctor.core.fixes import export, propose
     from tfdoctor.core.paths import atomic_write_text
     from tfdoctor.core.scan import CheckReport
     from tfdoctor.core.session import Inputs, LogInput, RunEvidence, analyse

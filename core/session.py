@@ -24,8 +24,8 @@ from tfdoctor.core.diagnose.combine import (
 )
 from tfdoctor.core.diagnose.engine import diagnose, shipped_causes
 from tfdoctor.core.diagnose.telemetry_rules import telemetry_causes
+from tfdoctor.core.fixes.propose import measured_params, proposed_fixes
 from tfdoctor.core.model import Cause, Diagnosis, Evidence, Facts, Finding, Target
-from tfdoctor.core.propose import measured_params, proposed_fixes
 
 if TYPE_CHECKING:
     from tfdoctor.core.bench.supervisor import BenchResult, SupervisorOptions

@@ -9,7 +9,8 @@ from pathlib import Path
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QFileDialog, QHBoxLayout, QPushButton, QWidget
 
-from tfdoctor.core import export, fixes
+from tfdoctor.core import fixes
+from tfdoctor.core.fixes import export
 from tfdoctor.core.paths import atomic_write_text
 from tfdoctor.core.session import Session
 from tfdoctor.gui.pages.layout import page_layout

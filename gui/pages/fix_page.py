@@ -23,9 +23,10 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from tfdoctor.core import fixes, propose
+from tfdoctor.core import fixes
 from tfdoctor.core.bench import verify as verify_mod
 from tfdoctor.core.bench.supervisor import SupervisorOptions
+from tfdoctor.core.fixes import propose
 from tfdoctor.core.knowledge import catalog
 from tfdoctor.core.session import Session
 from tfdoctor.gui.pages.layout import page_layout

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from tfdoctor.core import export, fixes
+from tfdoctor.core import fixes
+from tfdoctor.core.fixes import export
 
 HOSTILE = "a b 'q' \"d\" $(touch PWNED) `touch PWNED2` ;\nTFDOCTOR_ENV_EOF\n rm x \\ end"
 

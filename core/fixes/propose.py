@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from tfdoctor.core import fixes
 from tfdoctor.core.diagnose.combine import RankedCause
+from tfdoctor.core.fixes import apply as fixes
 from tfdoctor.core.knowledge import catalog
 from tfdoctor.core.model import Facts, Finding, Severity
 

@@ -1,0 +1,35 @@
+"""Causes -> fixes -> targets and scripts: the plan of a fix and where it is applied
+(`apply`, transactional with undo), which fixes to propose with measured values (`propose`),
+and the scripts to take to another machine (`export`)."""
+
+from tfdoctor.core.fixes.apply import (
+    FixError,
+    Plan,
+    apply_to_conda,
+    apply_to_env_file,
+    apply_to_kernelspec,
+    commands_for,
+    edited_since_apply,
+    env_file_text,
+    history,
+    plan,
+    preamble_text,
+    stop_process,
+    undo,
+)
+
+__all__ = [
+    "FixError",
+    "Plan",
+    "apply_to_conda",
+    "apply_to_env_file",
+    "apply_to_kernelspec",
+    "commands_for",
+    "edited_since_apply",
+    "env_file_text",
+    "history",
+    "plan",
+    "preamble_text",
+    "stop_process",
+    "undo",
+]
