@@ -36,7 +36,7 @@ def gpu_indexes(facts: Facts) -> list[int]:
     return list(range(n)) if isinstance(n, int) else []
 
 
-def gib(mib: float) -> str:
+def mib_as_gib(mib: float) -> str:
     return f"{mib / 1024:.1f} GiB"
 
 
@@ -56,7 +56,7 @@ def other_gpu_processes(facts: Facts, i: int) -> list[dict[str, Any]]:
 def describe_process(p: Mapping[str, Any]) -> str:
     name = p.get("name") or "unknown process"
     used = p.get("used_mib")
-    amount = f"{gib(used)}" if isinstance(used, (int, float)) else "an unknown amount"
+    amount = f"{mib_as_gib(used)}" if isinstance(used, (int, float)) else "an unknown amount"
     who = f", user {p['user']}" if p.get("user") else ""
     if p.get("is_jupyter_kernel"):
         where = p.get("notebook_path") or (

@@ -6,8 +6,8 @@ from collections.abc import Iterator
 
 from tfdoctor.core.checks.common import (
     ev,
-    gib,
     gpu_indexes,
+    mib_as_gib,
 )
 from tfdoctor.core.checks.registry import NVML, SYSTEM, CheckContext, check
 from tfdoctor.core.model import Evidence, Facts, Finding, Severity
@@ -23,7 +23,7 @@ def check_host_memory(facts: Facts, ctx: CheckContext) -> Iterator[Finding]:
         yield Finding(
             "mem.ram_smaller_than_vram",
             S.WARNING,
-            f"RAM ({gib(total)}) is smaller than GPU memory ({gib(vram)})",
+            f"RAM ({mib_as_gib(total)}) is smaller than GPU memory ({mib_as_gib(vram)})",
             "Data pipelines, model checkpoints and TensorFlow's pinned host buffers live in RAM. "
             "With less RAM than VRAM, loading a dataset that fits the GPU can kill the process "
             "(the kernel OOM killer: 'Killed', or a dead Jupyter kernel). Stream data with "
@@ -49,7 +49,8 @@ def check_host_memory(facts: Facts, ctx: CheckContext) -> Iterator[Finding]:
         yield Finding(
             "mem.cgroup_limit",
             S.WARNING,
-            f"This process is capped at {gib(limit)} of RAM (the machine has {gib(total)})",
+            f"This process is capped at {mib_as_gib(limit)} of RAM "
+            f"(the machine has {mib_as_gib(total)})",
             "A memory cgroup (a container limit, a systemd slice, a Kubernetes limit, a "
             "JupyterHub spawner) caps memory below the machine's RAM. Exceeding it kills the "
             "process silently even when the machine has free memory.",
@@ -67,7 +68,7 @@ def check_host_memory(facts: Facts, ctx: CheckContext) -> Iterator[Finding]:
         yield Finding(
             "mem.low_available",
             S.WARNING,
-            f"Only {gib(avail)} of RAM is available now",
+            f"Only {mib_as_gib(avail)} of RAM is available now",
             "Other programs already use most of the RAM; a training run that loads data "
             "into memory is likely to be OOM-killed.",
             ev(facts, "mem.available_mib", "mem.total_mib"),

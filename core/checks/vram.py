@@ -8,8 +8,8 @@ from tfdoctor.core.checks.common import (
     OTHER_PROCESS_MIN_MIB,
     describe_process,
     ev,
-    gib,
     gpu_indexes,
+    mib_as_gib,
     other_gpu_processes,
 )
 from tfdoctor.core.checks.registry import NVML, CheckContext, check
@@ -40,7 +40,7 @@ def check_vram_holders(facts: Facts, ctx: CheckContext) -> Iterator[Finding]:
         yield Finding(
             f"gpu{i}.vram_held_by_others",
             S.WARNING if big or kernels else S.INFO,
-            f"Other processes hold {gib(held)} of {name}'s memory"
+            f"Other processes hold {mib_as_gib(held)} of {name}'s memory"
             + (
                 f" ({len(kernels)} Jupyter kernel{'s' if len(kernels) > 1 else ''})"
                 if kernels
@@ -72,7 +72,7 @@ def check_free_vram(facts: Facts, ctx: CheckContext) -> Iterator[Finding]:
             yield Finding(
                 f"gpu{i}.low_free_vram",
                 S.WARNING,
-                f"Only {gib(free)} of {gib(total)} is free on {name}",
+                f"Only {mib_as_gib(free)} of {mib_as_gib(total)} is free on {name}",
                 "A new TensorFlow process will hit 'OOM when allocating tensor' or fail to "
                 "create cuDNN/cuBLAS handles with this little free memory. Free it first (see "
                 "the processes holding it) or cap what TensorFlow takes.",
@@ -89,7 +89,7 @@ def check_free_vram(facts: Facts, ctx: CheckContext) -> Iterator[Finding]:
             yield Finding(
                 f"gpu{i}.free_vram",
                 S.OK,
-                f"{gib(free)} of {gib(total)} free on {name}",
+                f"{mib_as_gib(free)} of {mib_as_gib(total)} free on {name}",
                 "Enough free GPU memory for a new process to start.",
                 ev(facts, f"gpu{i}.memory_free_mib", f"gpu{i}.memory_total_mib"),
                 (),
