@@ -17,6 +17,8 @@ import pyqtgraph as pg
 from PySide6.QtCore import Qt, QTimer
 from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 
+from tfdoctor.core import series
+
 log = logging.getLogger(__name__)
 
 FRAME_MS = 100
@@ -198,8 +200,7 @@ class TelemetryPlot(QWidget):
         if s.get("swap_total"):
             self._put("swap_used", t, s.get("swap_used"))
         rss = s.get("rss")
-        if isinstance(rss, dict) and rss:
-            self._put("rss", t, sum(v for v in rss.values() if isinstance(v, (int, float))))
+        self._put("rss", t, series.rss_bytes(s))
         gpus = s.get("gpus") or []
         if gpus and isinstance(rss, dict) and rss:  # what the followed processes hold on GPUs
             mine = [
@@ -217,11 +218,8 @@ class TelemetryPlot(QWidget):
             self._limit(f"gpu{i}_total", g.get("total"), f"GPU {i} total", colour)
 
     def _tf(self, t: float, item: dict[str, Any]) -> None:
-        mems = [v for k, v in item.items() if k != "t" and isinstance(v, dict)]
-        if not mems:
-            return
-        self._put("tf_current", t, sum(int(m.get("current") or 0) for m in mems))
-        self._put("tf_peak", t, sum(int(m.get("peak") or 0) for m in mems))
+        self._put("tf_current", t, series.tf_bytes(item, "current"))
+        self._put("tf_peak", t, series.tf_bytes(item, "peak"))
 
     # -- drawing
     @staticmethod
@@ -308,29 +306,7 @@ class TelemetryPlot(QWidget):
 
 def _series(items: list[tuple[str, dict[str, Any]]]) -> dict[str, tuple[list[float], list[float]]]:
     """Per-run memory series for a comparison: worker RSS, TF in use, GPU used (summed)."""
-    out: dict[str, tuple[list[float], list[float]]] = {}
-
-    def put(name: str, t: float, v: float) -> None:
-        xs, ys = out.setdefault(name, ([], []))
-        xs.append(t)
-        ys.append(v)
-
-    for kind, item in items:
-        t = item.get("t")
-        if not isinstance(t, (int, float)):
-            continue
-        if kind == "sample":
-            rss = item.get("rss")
-            if isinstance(rss, dict) and rss:
-                put("Worker RSS", float(t), float(sum(rss.values())))
-            gpus = item.get("gpus") or []
-            if gpus:
-                put("GPU used", float(t), float(sum(int(g.get("used") or 0) for g in gpus)))
-        elif kind == "tf":
-            mems = [v for k, v in item.items() if k != "t" and isinstance(v, dict)]
-            if mems:
-                put("TF in use", float(t), float(sum(int(m.get("current") or 0) for m in mems)))
-    return out
+    return series.memory_series(items)
 
 
 class ComparisonPlot(pg.PlotWidget):  # type: ignore[misc]  # pyqtgraph is untyped

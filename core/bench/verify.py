@@ -92,7 +92,12 @@ def summary(result: BenchResult, items: list[tuple[str, dict[str, Any]]]) -> dic
     """One run's numbers for the side-by-side table."""
     m = result.metrics
     gpu_peak = max(
-        (int(g.get("used") or 0) for k, i in items if k == "sample" for g in i.get("gpus") or []),
+        (
+            int(g.get("used") or 0)
+            for kind, item in items
+            if kind == "sample"
+            for g in item.get("gpus") or []
+        ),
         default=None,
     )
     tf_peak = m.get("tf_peak_bytes") or {}

@@ -11,6 +11,7 @@ from typing import Any
 
 from tfdoctor.core.diagnose.engine import CauseInfo, shipped_causes
 from tfdoctor.core.model import Cause, Evidence
+from tfdoctor.core.series import TF_IN_USE, WORKER_RSS, memory_series
 
 LEAK_MIN_GROWTH = 64 << 20  # bytes over the steady state
 LEAK_MIN_FRACTION = 0.15  # of the starting level
@@ -54,20 +55,11 @@ def telemetry_causes(
     # a leak: the worker's memory (RSS, or TF's in-use) climbs along the steady state
     if steady_at is not None:
         end_t = steps[-1]["t"] if steps else None
-        series: dict[str, list[tuple[float, float]]] = {"RSS": [], "TF in use": []}
-        for k, i in items:
-            t = i.get("t")
-            if not isinstance(t, (int, float)) or t < steady_at or (end_t and t > end_t):
+        found = memory_series(items, since_t=steady_at, until_t=end_t)
+        for name, key in (("RSS", WORKER_RSS), ("TF in use", TF_IN_USE)):
+            xs, ys = found.get(key, ([], []))
+            if len(xs) < 10:
                 continue
-            if k == "sample" and i.get("rss"):
-                series["RSS"].append((t, float(sum(i["rss"].values()))))
-            elif k == "tf":
-                cur = sum(int(v.get("current") or 0) for v in i.values() if isinstance(v, dict))
-                series["TF in use"].append((t, float(cur)))
-        for name, pts in series.items():
-            if len(pts) < 10:
-                continue
-            xs, ys = [p[0] for p in pts], [p[1] for p in pts]
             slope, r2 = _fit(xs, ys)
             growth = ys[-1] - ys[0]
             if (
