@@ -7,7 +7,6 @@ evidence means (the ranked causes, the fixes) is `core.session`'s analysis.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -117,32 +116,18 @@ def prev_step(session: Session, current: str) -> str | None:
 
 # --------------------------------------------------------------------------- suggestions
 
-_SHAPE = re.compile(r"shape\s*\[\s*(\d+)\s*,")
-_MODEL_HINTS = (
-    ("resnet50", re.compile(r"resnet|conv\d_block\d|res\d[a-z]_branch", re.I)),
-    ("transformer", re.compile(r"multi_head_attention|transformer|attention|embedding", re.I)),
-    ("cnn", re.compile(r"conv2d|max_pooling2d|conv2d_\d|Conv2DBackprop", re.I)),
-    ("mlp", re.compile(r"\bdense(?:_\d+)?\b|MatMul", re.I)),
-)
-
 
 def suggest_config(session: Session) -> tuple[BenchConfig, list[str]]:
     """Benchmark settings close to the user's crash, and why each was chosen."""
     reasons: list[str] = []
     preset, batch, device = "cnn", 32, "gpu"
-    text = _log_text(session)
-    if text:
-        for name, pattern in _MODEL_HINTS:
-            if pattern.search(text):
-                preset = name
-                reasons.append(f"the log names {name}-like layers: preset {name}")
-                break
-        m = _SHAPE.search(text)
-        if m and 1 <= int(m.group(1)) <= 1 << 16:
-            batch = int(m.group(1))
-            reasons.append(
-                f"the tensor that did not fit has a leading dimension {batch}: batch {batch}"
-            )
+    # what the logs say was read with the analysis, off the GUI thread: none until it is done
+    analysis = session.analysis()
+    hint = analysis.workload if analysis is not None else None
+    if hint is not None:
+        preset = hint.preset or preset
+        batch = hint.batch or batch
+        reasons += hint.reasons
     if _fact(session, "tf.gpu_count") == 0:
         device = "cpu"
         reasons.append("TensorFlow sees no GPU here: the run uses the CPU")
@@ -153,17 +138,3 @@ def suggest_config(session: Session) -> tuple[BenchConfig, list[str]]:
     if cfg.memory_growth:
         reasons.append("your environment sets TF_FORCE_GPU_ALLOW_GROWTH=true: memory growth")
     return cfg.validate(), reasons
-
-
-def _log_text(session: Session, limit: int = 4 << 20) -> str:
-    parts = []
-    for lg in session.logs:
-        if lg.text:
-            parts.append(lg.text[:limit].decode("utf-8", "replace"))
-        elif lg.path:
-            try:
-                with open(lg.path, "rb") as fh:
-                    parts.append(fh.read(limit).decode("utf-8", "replace"))
-            except OSError:
-                continue
-    return "\n".join(parts)

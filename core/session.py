@@ -11,6 +11,7 @@ changes.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -110,10 +111,66 @@ class Analysis:
     fixes: tuple[tuple[str, tuple[str, ...]], ...]  # (fix id, what it addresses)
     params: Mapping[str, str]  # fix parameters from measurements (see core.propose)
     findings: tuple[Finding, ...]  # the ranked causes as cards, log evidence in context
+    workload: WorkloadHint | None = None  # benchmark settings the logs suggest
 
     @property
     def fix_ids(self) -> list[str]:
         return [fid for fid, _ in self.fixes]
+
+
+# --------------------------------------------------------------------------- workload hints
+
+_SHAPE = re.compile(r"shape\s*\[\s*(\d+)\s*,")
+_MODEL_HINTS = (
+    ("resnet50", re.compile(r"resnet|conv\d_block\d|res\d[a-z]_branch", re.I)),
+    ("transformer", re.compile(r"multi_head_attention|transformer|attention|embedding", re.I)),
+    ("cnn", re.compile(r"conv2d|max_pooling2d|conv2d_\d|Conv2DBackprop", re.I)),
+    ("mlp", re.compile(r"\bdense(?:_\d+)?\b|MatMul", re.I)),
+)
+
+
+@dataclass(frozen=True)
+class WorkloadHint:
+    """Benchmark settings the user's logs suggest (a model family, the batch that failed)."""
+
+    preset: str | None = None
+    batch: int | None = None
+    reasons: tuple[str, ...] = ()
+
+
+def workload_hint(logs: Sequence[LogInput]) -> WorkloadHint | None:
+    """What the logs say about the workload: layer names and the failed tensor's batch."""
+    text = _log_text(logs)
+    if not text:
+        return None
+    preset = batch = None
+    reasons = []
+    for name, pattern in _MODEL_HINTS:
+        if pattern.search(text):
+            preset = name
+            reasons.append(f"the log names {name}-like layers: preset {name}")
+            break
+    m = _SHAPE.search(text)
+    if m and 1 <= int(m.group(1)) <= 1 << 16:
+        batch = int(m.group(1))
+        reasons.append(
+            f"the tensor that did not fit has a leading dimension {batch}: batch {batch}"
+        )
+    return WorkloadHint(preset, batch, tuple(reasons))
+
+
+def _log_text(logs: Sequence[LogInput], limit: int = 4 << 20) -> str:
+    parts = []
+    for lg in logs:
+        if lg.text:
+            parts.append(lg.text[:limit].decode("utf-8", "replace"))
+        elif lg.path:
+            try:
+                with open(lg.path, "rb") as fh:
+                    parts.append(fh.read(limit).decode("utf-8", "replace"))
+            except OSError:
+                continue
+    return "\n".join(parts)
 
 
 def analyse(inputs: Inputs) -> Analysis:
@@ -164,6 +221,7 @@ def analyse(inputs: Inputs) -> Analysis:
         tuple((fid, tuple(why)) for fid, why in fixes),
         params,
         cards,
+        workload_hint(inputs.logs),
     )
 
 

@@ -20,7 +20,7 @@ from tfdoctor.gui.main_window import MainWindow
 def threads_of_slow_work(monkeypatch: pytest.MonkeyPatch) -> dict[str, list[bool]]:
     """Wrap the slow entry points: each call records whether it ran on the GUI thread."""
     engine.shipped_causes()  # the knowledge is parsed once per process, not per diagnosis
-    calls: dict[str, list[bool]] = {"diagnose": [], "telemetry": [], "parse": []}
+    calls: dict[str, list[bool]] = {"diagnose": [], "telemetry": [], "parse": [], "read": []}
 
     def recorder(name: str, fn: Any) -> Any:
         def wrapped(*args: Any, **kw: Any) -> Any:
@@ -34,6 +34,7 @@ def threads_of_slow_work(monkeypatch: pytest.MonkeyPatch) -> dict[str, list[bool
         session_mod, "telemetry_causes", recorder("telemetry", telemetry_rules.telemetry_causes)
     )
     monkeypatch.setattr(engine, "load_causes", recorder("parse", engine.load_causes))
+    monkeypatch.setattr(session_mod, "_log_text", recorder("read", session_mod._log_text))
     return calls
 
 
@@ -68,6 +69,10 @@ def test_a_dropped_log_is_diagnosed_once_off_the_gui_thread(  # type: ignore[no-
     # one drop, one read of the log, never on the GUI thread; causes.toml not re-parsed
     assert threads_of_slow_work["diagnose"] == [False]
     assert threads_of_slow_work["parse"] == []
+    # the settings the log suggests for a reproduction were read with it, off the GUI thread
+    w.go("reproduce")
+    assert threads_of_slow_work["read"] and True not in threads_of_slow_work["read"]
+    w.go("diagnosis")
     # "Diagnose again" reads the log again, off the GUI thread as well
     w.diagnosis_page.diagnose_again()
     assert w.diagnosis_page.busy_now
