@@ -307,6 +307,8 @@ def main(argv: Sequence[str] | None = None, open_app: OpenApp | None = None) -> 
             flag = "--install" if args.install_desktop_entry else "--uninstall"
             parser.error(f"{flag}-desktop-entry is used on its own, without a command")
         return cmd_desktop_entry(install=args.install_desktop_entry)
+    if args.command is not None:
+        _interrupt_on_termination()
     try:
         if args.command is None:
             if open_app is None:
@@ -333,6 +335,21 @@ def main(argv: Sequence[str] | None = None, open_app: OpenApp | None = None) -> 
         return 130
     parser.error(f"unknown command {args.command}")
     return EXIT_UNUSABLE
+
+
+def _interrupt_on_termination() -> None:
+    """SIGTERM and SIGHUP (a closed terminal, `kill`) end a command like Ctrl-C does, so that
+    its clean-up runs: the worker's process group stopped, its memory cgroup removed."""
+    import signal
+
+    def interrupt(signum: int, _frame: object) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        try:
+            signal.signal(sig, interrupt)
+        except (ValueError, OSError):  # not the main thread (an embedding program)
+            return
 
 
 def _set_params(items: Sequence[str]) -> dict[str, str] | str:
@@ -504,10 +521,18 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
     run = BenchRun(target, config, options, search if args.find_max_batch else None).start()
     seq = 0
-    while not run.done:
-        run.wait(0.1)
-        for seq, (kind, data) in run.events.since(seq):  # noqa: B007, B020 - cursor
-            progress.update(kind, data, config)
+    try:
+        while not run.done:
+            run.wait(0.1)
+            for seq, (kind, data) in run.events.since(seq):  # noqa: B007, B020 - cursor
+                progress.update(kind, data, config)
+    except KeyboardInterrupt:
+        # Ctrl-C, SIGTERM or SIGHUP: stop the worker's group and remove its cgroup before
+        # leaving (a second interrupt still leaves at once; the worker dies with us anyway)
+        progress.clear()
+        run.cancel()
+        run.wait(30)
+        raise
     progress.clear()
     if run.error is not None:
         return _fail(run.error)

@@ -12,15 +12,21 @@ cgroup v2). `unavailable()` says in one line why not, where not.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
+import logging
 import os
+import re
 import shlex
+import signal
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
 
 from tfdoctor.core.probes.system import mount_for, parse_proc_cgroup
+
+log = logging.getLogger(__name__)
 
 PREFIX = "tfdoctor-"
 _counter = itertools.count()
@@ -51,6 +57,53 @@ def _hierarchy() -> tuple[int, Path]:
     raise MemcgError("no memory cgroup hierarchy is mounted")
 
 
+_STALE = re.compile(rf"^{re.escape(PREFIX)}(\d+)-\d+$")
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def sweep_stale(base: Path | None = None) -> list[Path]:
+    """Remove the memory cgroups a tfdoctor that no longer runs left behind (it was killed
+    with kill -9, or the machine lost power mid-run): their processes, orphaned workers, are
+    killed first. A cgroup whose owner still runs is left alone. Returns what was removed."""
+    if base is None:
+        try:
+            _, base = _hierarchy()
+        except MemcgError:
+            return []
+    removed: list[Path] = []
+    try:
+        entries = list(base.iterdir())
+    except OSError:
+        return []
+    for path in entries:
+        m = _STALE.match(path.name)
+        if m is None or not path.is_dir() or _pid_alive(int(m.group(1))):
+            continue
+        try:
+            pids = [int(x) for x in (path / "cgroup.procs").read_text().split()]
+        except (OSError, ValueError):
+            pids = []
+        for pid in pids:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+        cg = MemoryCgroup.__new__(MemoryCgroup)
+        cg.path = path
+        cg.close(wait_s=2.0 if pids else 0.0)
+        if not path.exists():
+            removed.append(path)
+            log.info("removed the stale memory cgroup %s (%d orphaned processes)", path, len(pids))
+    return removed
+
+
 def unavailable() -> str | None:
     """None when memory cgroups can be made here, else the reason in one line."""
     try:
@@ -76,6 +129,7 @@ class MemoryCgroup:
             raise MemcgError("a memory limit under 16 MiB would kill any Python at start")
         self.limit_bytes = limit_bytes
         self.version, base = _hierarchy()
+        sweep_stale(base)  # what a killed tfdoctor left behind
         leaf = name or f"{PREFIX}{os.getpid()}-{next(_counter)}"
         self.path = base / leaf
         try:

@@ -88,6 +88,8 @@ class WorkerProcess:
             str(self.fault_file),
             "--setup",
             json.dumps(self.config.setup()),
+            "--parent-pid",
+            str(os.getpid()),
         ]
         preexec: Callable[[], None] | None = None
         if self.memory_cap_mib:
@@ -109,6 +111,7 @@ class WorkerProcess:
 
         env = targetrun.target_environment(self.target)
         env.update(self.config.env())
+        env["TMPDIR"] = str(self.run_dir)  # TensorFlow's and XLA's temporary files stay private
         self.vmstat_at_start = evidence.vmstat_oom_kills()
         try:
             self.proc = subprocess.Popen(
@@ -276,7 +279,8 @@ class WorkerProcess:
 
     def _open(self, name: str) -> Any:
         try:
-            return (self.run_dir / name).open("ab")
+            # unbuffered: what the worker printed is on disk even if tfdoctor is killed
+            return (self.run_dir / name).open("ab", buffering=0)
         except OSError:
             return None
 

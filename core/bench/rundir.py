@@ -29,7 +29,7 @@ def make_run_dir(root: Path | None = None) -> Path | None:
         for n in range(1000):
             d = root / f"{stamp}-{os.getpid()}-{n}"
             try:
-                d.mkdir()
+                d.mkdir(mode=0o700)  # private: the worker's output may hold paths and secrets
                 break
             except FileExistsError:
                 continue

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import contextlib
-import os
 import queue
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -105,7 +105,8 @@ class Supervisor:
         self.options = options or SupervisorOptions()
         self.events: EventBuffer[Event] = events or EventBuffer(50_000)
         self.cancel_event = cancel or threading.Event()
-        self.run_dir = run_dir or make_run_dir() or Path(os.environ.get("TMPDIR", "/tmp"))
+        # without a usable state folder: a fresh private folder (0700), never a fixed /tmp name
+        self.run_dir = run_dir or make_run_dir() or Path(tempfile.mkdtemp(prefix="tfdoctor-run-"))
         guard = self.options.guard_mib
         self.guard_mib = default_guard_mib() if guard is None else guard
         self.worker: WorkerProcess | None = None

@@ -901,6 +901,22 @@ def serve(control):
         error(None, "ProtocolError", "unknown command: %r" % line[:200])
 
 
+def die_with_parent(parent_pid):
+    """Linux: the kernel SIGKILLs this worker when tfdoctor ends, however it ends (Ctrl-C,
+    SIGTERM, kill -9, the app closed), so no TensorFlow process is left holding memory."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, int(signal.SIGKILL), 0, 0, 0)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return
+    if parent_pid and os.getppid() != parent_pid:  # tfdoctor died before the line above
+        os._exit(3)
+
+
 def main():
     global _events
     parser = argparse.ArgumentParser(description="tfdoctor training benchmark worker")
@@ -908,7 +924,9 @@ def main():
     parser.add_argument("--control-fd", type=int, required=True)
     parser.add_argument("--faulthandler-file")
     parser.add_argument("--setup")
+    parser.add_argument("--parent-pid", type=int)
     args = parser.parse_args()
+    die_with_parent(args.parent_pid)
 
     _events = os.fdopen(args.events_fd, "w", encoding="utf-8")
     control = os.fdopen(args.control_fd, "r", encoding="utf-8")
