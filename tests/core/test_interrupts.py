@@ -23,8 +23,10 @@ def start_hung_bench(tmp_path: Path, *extra: str) -> tuple[subprocess.Popen[byte
     """`tfdoctor bench` whose worker hangs in training; returns the CLI and the worker."""
     env = dict(os.environ, TFDOCTOR_STATE_DIR=str(tmp_path / "state"))
     cli = subprocess.Popen(
-        [TFDOCTOR, "bench", "--device", "cpu", "--preset", "mlp", "--steps", "50"]
-        + ["--fault", "hang", "--fault-at-step", "2", "--stall", "600", *extra],
+        [
+            *(TFDOCTOR, "bench", "--device", "cpu", "--preset", "mlp", "--steps", "50"),
+            *("--fault", "hang", "--fault-at-step", "2", "--stall", "600", *extra),
+        ],
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
