@@ -24,6 +24,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
 
+import psutil
+
 from tfdoctor.core.probes.system import mount_for, parse_proc_cgroup
 
 log = logging.getLogger(__name__)
@@ -60,16 +62,6 @@ def _hierarchy() -> tuple[int, Path]:
 _STALE = re.compile(rf"^{re.escape(PREFIX)}(\d+)-\d+$")
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def sweep_stale(base: Path | None = None) -> list[Path]:
     """Remove the memory cgroups a tfdoctor that no longer runs left behind (it was killed
     with kill -9, or the machine lost power mid-run): their processes, orphaned workers, are
@@ -86,7 +78,7 @@ def sweep_stale(base: Path | None = None) -> list[Path]:
         return []
     for path in entries:
         m = _STALE.match(path.name)
-        if m is None or not path.is_dir() or _pid_alive(int(m.group(1))):
+        if m is None or not path.is_dir() or psutil.pid_exists(int(m.group(1))):
             continue
         try:
             pids = [int(x) for x in (path / "cgroup.procs").read_text().split()]
