@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import math
 import os
 import shutil
 import sys
@@ -32,6 +33,28 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         self.exit(EXIT_UNUSABLE, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
+def _finite_float(text: str) -> float:
+    """A number option: NaN and infinity are refused (a NaN timeout would never fire)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a finite number")
+    return value
+
+
+def _pid(text: str) -> int:
+    """A process id: a positive whole number."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a process id") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a process id (it must be above 0)")
+    return value
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -78,7 +101,7 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--json", action="store_true", help="print the full report as JSON")
     c.add_argument(
         "--timeout",
-        type=float,
+        type=_finite_float,
         default=180.0,
         metavar="S",
         help="give up on the TensorFlow probe after S seconds (default 180)",
@@ -145,7 +168,11 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--find-max-batch", action="store_true", help="search the largest batch size")
     b.add_argument("--max-batch", type=int, default=8192, metavar="N", help="search cap (8192)")
     b.add_argument(
-        "--margin", type=float, default=0.10, metavar="F", help="search safety margin (0.10)"
+        "--margin",
+        type=_finite_float,
+        default=0.10,
+        metavar="F",
+        help="search safety margin (0.10)",
     )
     b.add_argument(
         "--memory-cap-mib",
@@ -165,14 +192,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     b.add_argument(
         "--watchdog",
-        type=float,
+        type=_finite_float,
         default=300.0,
         metavar="S",
         help="a silent worker is hung after S seconds (start-up, compile; default 300)",
     )
     b.add_argument(
         "--stall",
-        type=float,
+        type=_finite_float,
         default=60.0,
         metavar="S",
         help="no new step for S seconds while training is a hang (default 60)",
@@ -200,10 +227,10 @@ def build_parser() -> argparse.ArgumentParser:
         "a trace the app can replay.",
     )
     mon.add_argument(
-        "--pid", type=int, action="append", default=[], metavar="PID", help="follow a process"
+        "--pid", type=_pid, action="append", default=[], metavar="PID", help="follow a process"
     )
     mon.add_argument("--record", metavar="FILE", help="also write a trace to FILE")
-    mon.add_argument("--duration", type=float, metavar="S", help="stop after S seconds")
+    mon.add_argument("--duration", type=_finite_float, metavar="S", help="stop after S seconds")
     mon.add_argument(
         "--interval-ms", type=int, default=1000, metavar="N", help="sampling interval (1000)"
     )
@@ -249,7 +276,7 @@ def build_parser() -> argparse.ArgumentParser:
     fk = fsub.add_parser(
         "stop-process", help="stop a process holding GPU memory (a Jupyter kernel cleanly)"
     )
-    fk.add_argument("pid", type=int, metavar="PID", help="from `tfdoctor check` or nvidia-smi")
+    fk.add_argument("pid", type=_pid, metavar="PID", help="from `tfdoctor check` or nvidia-smi")
     fk.add_argument("--yes", action="store_true", help="do not ask for confirmation")
     fs = fsub.add_parser("show", help="one fix in full: what it changes, its risk, its code")
     fs.add_argument("fix_id", metavar="FIX")

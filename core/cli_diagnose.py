@@ -7,6 +7,7 @@ import argparse
 import json
 import os
 import shutil
+import stat
 import sys
 import textwrap
 from collections.abc import Callable, Sequence
@@ -18,7 +19,10 @@ from tfdoctor.core.terminal import fail as _fail
 
 if TYPE_CHECKING:
     from tfdoctor.core.diagnose.combine import RankedCause
+    from tfdoctor.core.diagnose.reader import LimitedStream
     from tfdoctor.core.model import Cause, Diagnosis
+
+STREAM_LIMIT_BYTES = 256 << 20  # of a FIFO or socket named as a log: it may never end
 
 
 def add_parser(sub: Any) -> None:
@@ -71,6 +75,7 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from tfdoctor.core.diagnose.engine import diagnose
+    from tfdoctor.core.diagnose.reader import LimitedStream
 
     combined = bool(
         args.check or args.run or args.trace or args.recent or args.fixes or args.export
@@ -79,6 +84,7 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
         return _fail("name a log file (- reads stdin), or --check, --run, --trace or --recent")
     inputs: list[Any] = []
     names: list[str] = []
+    streams: list[tuple[str, LimitedStream]] = []
     for name in args.files:
         if name == "-":
             inputs.append(sys.stdin.buffer)
@@ -90,14 +96,35 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
         if not os.access(p, os.R_OK):
             reason = "no such file" if not p.exists() else "permission denied"
             return _fail(f"{name}: {reason}")
-        inputs.append(p)
+        mode = p.stat().st_mode
+        if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+            return _fail(f"{name}: is a device, not a log file")
+        if not stat.S_ISREG(mode):  # a FIFO or a socket, which may never end: read so far
+            try:
+                stream = LimitedStream(p.open("rb"), STREAM_LIMIT_BYTES)
+            except OSError as exc:
+                return _fail(f"{name}: {exc.strerror or exc}")
+            streams.append((name, stream))
+            inputs.append(stream)
+        else:
+            inputs.append(p)
         names.append(p.name)
     if combined:
-        return _diagnose_case(args, inputs, names)
-    try:
-        result = diagnose(*inputs, names=names)
-    except OSError as exc:
-        return _fail(f"{getattr(exc, 'filename', None) or 'input'}: {exc.strerror or exc}")
+        code = _diagnose_case(args, inputs, names)
+    else:
+        try:
+            result = diagnose(*inputs, names=names)
+        except OSError as exc:
+            return _fail(f"{getattr(exc, 'filename', None) or 'input'}: {exc.strerror or exc}")
+        code = _show(args, result)
+    for name, stream in streams:
+        if stream.truncated:
+            mib = STREAM_LIMIT_BYTES >> 20
+            print(f"tfdoctor: {name} does not end: read its first {mib} MiB", file=sys.stderr)
+    return code
+
+
+def _show(args: argparse.Namespace, result: Diagnosis) -> int:
     if args.json:
         json.dump(result.to_json(), sys.stdout, indent=2)
         sys.stdout.write("\n")
@@ -184,7 +211,9 @@ def _diagnose_case(args: argparse.Namespace, inputs: list[Any], names: list[str]
     from tfdoctor.core.session import Inputs, LogInput, RunEvidence, analyse
 
     logs = [
-        LogInput(name, text=src.read()) if name == "stdin" else LogInput(name, path=str(src))
+        LogInput(name, text=src.read())
+        if not isinstance(src, Path)
+        else LogInput(name, path=str(src))
         for src, name in zip(inputs, names, strict=True)
     ]
     check = _load_saved("--check", args.check, CheckReport.from_json) if args.check else None

@@ -161,6 +161,39 @@ def _utf16(head: bytes) -> str | None:
     return None
 
 
+class LimitedStream(io.RawIOBase):
+    """A stream that ends after `limit` bytes: a FIFO or a pipe that may never end (a
+    `yes | tfdoctor diagnose`, `<(dmesg -w)`) is read only that far. `truncated` says whether
+    the limit cut it."""
+
+    def __init__(self, fh: BinaryIO, limit: int) -> None:
+        super().__init__()
+        self._fh, self._left, self.truncated = fh, limit, False
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, size: int = -1) -> bytes:
+        if self._left <= 0:
+            if not self.truncated:
+                self.truncated = bool(self._fh.read(1))
+            return b""
+        want = self._left if size is None or size < 0 else min(size, self._left)
+        data = self._fh.read(want)
+        self._left -= len(data)
+        return data
+
+    def readall(self) -> bytes:
+        parts = []
+        while chunk := self.read(CHUNK_BYTES):
+            parts.append(chunk)
+        return b"".join(parts)
+
+    def close(self) -> None:
+        self._fh.close()
+        super().close()
+
+
 def _blocks(fh: BinaryIO) -> Iterator[bytes]:
     """The input in blocks of UTF-8 (or undecodable) bytes; UTF-16 input is transcoded."""
     block = fh.read(CHUNK_BYTES)

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import BROKEN, HANG, SEGFAULT, SNAPSHOTS, fake_tf_dir
+from tests.conftest import BROKEN, FIXTURES, HANG, SEGFAULT, SNAPSHOTS, fake_tf_dir
 
 TFDOCTOR = str(Path(sys.executable).parent / "tfdoctor")
 
@@ -384,3 +384,49 @@ def test_diagnose_bad_sources_are_one_line_errors(tmp_path: Path) -> None:
         assert p.returncode == 2, args
         assert len(p.stderr.strip().splitlines()) == 1, p.stderr
         assert_no_traceback(p)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("check", "--timeout", "nan"),
+        ("check", "--timeout", "inf"),
+        ("bench", "--watchdog", "nan"),
+        ("bench", "--stall", "-inf"),
+        ("bench", "--margin", "NaN"),
+        ("monitor", "--duration", "nan"),
+        ("monitor", "--pid", "0"),
+        ("monitor", "--pid", "abc"),
+        ("fixes", "stop-process", "0"),
+        ("diagnose", "/dev/zero"),
+        ("diagnose", "/dev/null"),
+    ],
+)
+def test_numbers_that_never_end_a_wait_and_devices_are_one_line_errors(args: tuple[str]) -> None:
+    p = tfdoctor(*args, timeout=60)  # each of these hung or raised before
+    assert p.returncode == 2, p.stderr
+    assert len(p.stderr.strip().splitlines()) == 1 and p.stdout == ""
+    assert_no_traceback(p)
+
+
+def test_a_fifo_is_read_to_its_end_or_to_a_limit(tmp_path: Path) -> None:
+    fifo = tmp_path / "log.fifo"
+    os.mkfifo(fifo)
+    log = (FIXTURES / "logs" / "real_host_oom_kill.txt").read_bytes()
+    writer = subprocess.Popen(["sh", "-c", f"cat > {fifo}"], stdin=subprocess.PIPE)
+    assert writer.stdin is not None
+    writer.stdin.write(log)
+    writer.stdin.close()
+    p = tfdoctor("diagnose", str(fifo), "--json", timeout=60)
+    writer.wait(10)
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout)["causes"][0]["id"] == "host_oom" and p.stderr == ""
+    # a writer that never stops: read up to the limit, said in one line, and then done
+    endless = subprocess.Popen(["sh", "-c", f"yes 'I tensorflow/core notice' > {fifo}"])
+    try:
+        p = tfdoctor("diagnose", str(fifo), timeout=120)
+    finally:
+        endless.kill()
+        endless.wait(10)
+    assert p.returncode == 0
+    assert p.stderr.strip().endswith("does not end: read its first 256 MiB")
