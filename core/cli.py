@@ -11,10 +11,12 @@ import shutil
 import sys
 import textwrap
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
 from tfdoctor.core import __version__, cli_diagnose
 from tfdoctor.core.bench.config import FAULTS, PRESETS
+from tfdoctor.core.paths import refuse_existing
 from tfdoctor.core.terminal import EXIT_FINDINGS, EXIT_OK, EXIT_UNUSABLE, Painter
 from tfdoctor.core.terminal import clip as _clip
 from tfdoctor.core.terminal import fail as _fail
@@ -230,6 +232,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--pid", type=_pid, action="append", default=[], metavar="PID", help="follow a process"
     )
     mon.add_argument("--record", metavar="FILE", help="also write a trace to FILE")
+    mon.add_argument("--force", action="store_true", help="replace FILE if it exists")
     mon.add_argument("--duration", type=_finite_float, metavar="S", help="stop after S seconds")
     mon.add_argument(
         "--interval-ms", type=int, default=1000, metavar="N", help="sampling interval (1000)"
@@ -295,6 +298,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     ex.add_argument("--set", action="append", default=[], metavar="NAME=VALUE")
     ex.add_argument("-o", "--output", metavar="FILE", help="write here (default: stdout)")
+    ex.add_argument("--force", action="store_true", help="replace FILE if it exists")
 
     e = sub.add_parser(
         "envs",
@@ -313,6 +317,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     cap.add_argument("output", metavar="FILE", help="where to write the snapshot (.json)")
     cap.add_argument("--note", default="", help="how/where it was recorded (stored in the file)")
+    cap.add_argument("--force", action="store_true", help="replace FILE if it exists")
     return p
 
 
@@ -778,6 +783,9 @@ def cmd_monitor(args: argparse.Namespace) -> int:
             return _fail(f"--pid {pid}: no such process")
     writer = None
     if args.record:
+        refused = refuse_existing(Path(args.record), args.force)
+        if refused:
+            return _fail(refused)
         try:
             writer = telemetry.TraceWriter(
                 args.record, {"interval_s": args.interval_ms / 1000, "pids": args.pid}
@@ -949,11 +957,13 @@ def cmd_export_fix(args: argparse.Namespace) -> int:
         sys.stdout.write(text)
         return EXIT_OK
     out = Path(args.output)
-    if not out.parent.is_dir():
-        return _fail(f"cannot write {out}: folder {out.parent} does not exist")
+    refused = refuse_existing(out, args.force)
+    if refused:
+        return _fail(refused)
+    new_file = not out.exists()
     try:
         atomic_write_text(out, text)
-        if args.format == "sh":
+        if args.format == "sh" and new_file:  # a replaced file keeps the mode it had
             out.chmod(0o755)
     except OSError as exc:
         return _fail(f"cannot write {out}: {exc.strerror or exc}")
@@ -998,9 +1008,9 @@ def cmd_envs(args: argparse.Namespace) -> int:
 def cmd_capture(args: argparse.Namespace) -> int:
     from tfdoctor.core.scan import capture_machine
 
-    folder = os.path.dirname(os.path.abspath(args.output))
-    if not os.path.isdir(folder):
-        return _fail(f"cannot write {args.output}: folder {folder} does not exist")
+    refused = refuse_existing(Path(args.output), args.force)
+    if refused:
+        return _fail(refused)
     try:
         info = capture_machine(args.output, provenance=args.note)
     except OSError as exc:

@@ -430,3 +430,31 @@ def test_a_fifo_is_read_to_its_end_or_to_a_limit(tmp_path: Path) -> None:
         endless.wait(10)
     assert p.returncode == 0
     assert p.stderr.strip().endswith("does not end: read its first 256 MiB")
+
+
+def test_output_files_are_never_overwritten_without_force(tmp_path: Path) -> None:
+    script = tmp_path / "fix.sh"
+    script.write_text("# the user's own script\n")
+    script.chmod(0o600)
+    export = ("export-fix", "--fixes", "memory_growth", "--format", "sh", "-o", str(script))
+    p = tfdoctor(*export)
+    assert p.returncode == 2 and "--force" in p.stderr and len(p.stderr.splitlines()) == 1
+    assert script.read_text() == "# the user's own script\n"
+    p = tfdoctor(*export, "--force")
+    assert p.returncode == 0, p.stderr
+    assert "TF_FORCE_GPU_ALLOW_GROWTH" in script.read_text()
+    assert script.stat().st_mode & 0o777 == 0o600  # its mode is kept, not made 0755
+    fresh = tmp_path / "new.sh"
+    assert tfdoctor(*export[:-1], str(fresh)).returncode == 0
+    assert fresh.stat().st_mode & 0o777 == 0o755
+    for args in (
+        ("capture", str(script)),
+        ("monitor", "--duration", "0.3", "--record", str(script)),
+    ):
+        p = tfdoctor(*args)
+        assert p.returncode == 2 and "exists" in p.stderr, (args, p.stderr)
+        assert "TF_FORCE_GPU_ALLOW_GROWTH" in script.read_text()
+    # a device is never replaced by a file, even with --force
+    p = tfdoctor("capture", "/dev/null", "--force")
+    assert p.returncode == 2 and "not a regular file" in p.stderr
+    assert Path("/dev/null").is_char_device()
