@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 from tfdoctor.core import __version__, cli_diagnose
 from tfdoctor.core.bench.config import FAULTS, PRESETS
 from tfdoctor.core.paths import refuse_existing
+from tfdoctor.core.redact import mask_secrets, mask_text
 from tfdoctor.core.terminal import EXIT_FINDINGS, EXIT_OK, EXIT_UNUSABLE, Painter
 from tfdoctor.core.terminal import clip as _clip
 from tfdoctor.core.terminal import fail as _fail
@@ -116,6 +117,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     c.add_argument("--all", action="store_true", help="also list the checks that passed")
     c.add_argument("--no-color", action="store_true", help="no ANSI colours")
+    c.add_argument(
+        "--show-secrets",
+        action="store_true",
+        help="include the values of secret-looking variables (TOKEN, KEY, PASSWORD...) and "
+        "credentials in URLs, which are masked as *** by default",
+    )
 
     cli_diagnose.add_parser(sub)
 
@@ -307,6 +314,12 @@ def build_parser() -> argparse.ArgumentParser:
         "conda environments, and the interpreters of running Jupyter kernels.",
     )
     e.add_argument("--json", action="store_true", help="print as JSON")
+    e.add_argument(
+        "--show-secrets",
+        action="store_true",
+        help="include the values of secret-looking variables (TOKEN, KEY, PASSWORD...) and "
+        "credentials in URLs, which are masked as *** by default",
+    )
 
     cap = sub.add_parser(
         "capture",
@@ -318,6 +331,12 @@ def build_parser() -> argparse.ArgumentParser:
     cap.add_argument("output", metavar="FILE", help="where to write the snapshot (.json)")
     cap.add_argument("--note", default="", help="how/where it was recorded (stored in the file)")
     cap.add_argument("--force", action="store_true", help="replace FILE if it exists")
+    cap.add_argument(
+        "--show-secrets",
+        action="store_true",
+        help="include the values of secret-looking variables (TOKEN, KEY, PASSWORD...) and "
+        "credentials in URLs, which are masked as *** by default",
+    )
     return p
 
 
@@ -456,11 +475,15 @@ def cmd_check(args: argparse.Namespace) -> int:
     report: CheckReport | None = run.wait()
     assert report is not None
     if args.json:
-        json.dump(report.to_json(), sys.stdout, indent=2, default=str)
+        data = report.to_json()
+        json.dump(
+            data if args.show_secrets else mask_secrets(data), sys.stdout, indent=2, default=str
+        )
         sys.stdout.write("\n")
     else:
         paint = Painter(sys.stdout, force=False if args.no_color else None)
-        sys.stdout.write(render_report(report, paint, show_ok=args.all))
+        text = render_report(report, paint, show_ok=args.all)
+        sys.stdout.write(text if args.show_secrets else mask_text(text))
     return report.exit_code
 
 
@@ -996,7 +1019,8 @@ def cmd_envs(args: argparse.Namespace) -> int:
 
     targets = find_targets()
     if args.json:
-        json.dump({"schema": 1, "targets": [t.to_json() for t in targets]}, sys.stdout, indent=2)
+        data = {"schema": 1, "targets": [t.to_json() for t in targets]}
+        json.dump(data if args.show_secrets else mask_secrets(data), sys.stdout, indent=2)
         sys.stdout.write("\n")
         return EXIT_OK
     for t in targets:
@@ -1012,7 +1036,7 @@ def cmd_capture(args: argparse.Namespace) -> int:
     if refused:
         return _fail(refused)
     try:
-        info = capture_machine(args.output, provenance=args.note)
+        info = capture_machine(args.output, provenance=args.note, mask=not args.show_secrets)
     except OSError as exc:
         return _fail(f"cannot write {args.output}: {exc.strerror or exc}")
     print(

@@ -28,6 +28,7 @@ from tfdoctor.core.model import (
 )
 from tfdoctor.core.paths import atomic_write_text
 from tfdoctor.core.probes import cudalibs, nvml, system, targetrun
+from tfdoctor.core.redact import mask_secrets
 
 log = logging.getLogger(__name__)
 
@@ -286,11 +287,14 @@ def load_machine_snapshot(path: str | os.PathLike[str]) -> dict[str, Any]:
     return data
 
 
-def capture_machine(path: str | os.PathLike[str], provenance: str = "") -> dict[str, Any]:
+def capture_machine(
+    path: str | os.PathLike[str], provenance: str = "", *, mask: bool = True
+) -> dict[str, Any]:
     """Record this machine's NVML session and its system/CUDA facts into one snapshot file.
 
     The file replays through `tfdoctor check --snapshot FILE` (NVML through the same code as
-    live; system and CUDA facts as recorded). No host or user names are stored.
+    live; system and CUDA facts as recorded). No host or user names are stored; with `mask`,
+    secret-looking values are masked (see core.redact).
 
     Raises:
         OSError: the file cannot be written (missing folder, permissions, disk full).
@@ -301,6 +305,8 @@ def capture_machine(path: str | os.PathLike[str], provenance: str = "") -> dict[
     data["cudalibs_facts"] = Facts(cudalibs.collect().facts).to_json()
     data["captured_by"] = f"tfdoctor {__version__}"
     data["captured_at"] = datetime.now(UTC).isoformat(timespec="seconds")
+    if mask:
+        data = mask_secrets(data)
     atomic_write_text(Path(path), json.dumps(data, indent=1, sort_keys=True) + "\n")
     return {"nvml_status": result.status.value, "path": str(path), "gpus": _gpu_count(result)}
 

@@ -458,3 +458,49 @@ def test_output_files_are_never_overwritten_without_force(tmp_path: Path) -> Non
     p = tfdoctor("capture", "/dev/null", "--force")
     assert p.returncode == 2 and "not a regular file" in p.stderr
     assert Path("/dev/null").is_char_device()
+
+
+SECRET = "hf_plantedSecret0123456789"
+PROXY_PASSWORD = "pr0xyPassw0rd"
+
+
+def test_planted_secrets_reach_no_output_unless_asked(tmp_path: Path) -> None:
+    spec = tmp_path / "kernels" / "with-secrets"
+    spec.mkdir(parents=True)
+    (spec / "kernel.json").write_text(
+        json.dumps(
+            {
+                "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+                "display_name": "secrets",
+                "language": "python",
+                "env": {
+                    "HF_TOKEN": SECRET,
+                    "HTTPS_PROXY": f"http://alice:{PROXY_PASSWORD}@proxy.example:3128",
+                    "CUDA_VISIBLE_DEVICES": "-1",
+                },
+            }
+        )
+    )
+    env = {
+        "JUPYTER_PATH": str(tmp_path),
+        "WANDB_API_KEY": SECRET,
+        "HTTP_PROXY": f"http://alice:{PROXY_PASSWORD}@proxy.example:3128",
+    }
+    snapshot = tmp_path / "snap.json"
+    outputs = {
+        "check --json": tfdoctor("check", "--kernel", "with-secrets", "--json", env=env),
+        "check": tfdoctor("check", "--kernel", "with-secrets", "--all", env=env),
+        "envs --json": tfdoctor("envs", "--json", env=env),
+        "capture": tfdoctor("capture", str(snapshot), env=env),
+    }
+    for what, p in outputs.items():
+        assert p.returncode in (0, 1), (what, p.stderr)
+        text = p.stdout + p.stderr + (snapshot.read_text() if what == "capture" else "")
+        assert SECRET not in text and PROXY_PASSWORD not in text, what
+    report = json.loads(outputs["check --json"].stdout)
+    assert report["facts"]["target.env"]["value"]["CUDA_VISIBLE_DEVICES"] == "-1"
+    kernel_env = dict(report["target"]["env"])  # the kernelspec's env block, as the target got it
+    assert kernel_env["HF_TOKEN"] == "***" and kernel_env["CUDA_VISIBLE_DEVICES"] == "-1"
+    assert kernel_env["HTTPS_PROXY"] == "http://alice:***@proxy.example:3128"
+    shown = tfdoctor("envs", "--json", "--show-secrets", env=env)
+    assert SECRET in shown.stdout  # the user can still ask for the values
