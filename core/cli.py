@@ -288,6 +288,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     fk.add_argument("pid", type=_pid, metavar="PID", help="from `tfdoctor check` or nvidia-smi")
     fk.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    fk.add_argument(
+        "--other-user",
+        action="store_true",
+        help="as root, also stop another user's process",
+    )
     fs = fsub.add_parser("show", help="one fix in full: what it changes, its risk, its code")
     fs.add_argument("fix_id", metavar="FIX")
 
@@ -897,12 +902,15 @@ def cmd_fixes(args: argparse.Namespace) -> int:
         if not args.yes:
             if not sys.stdin.isatty():
                 return _fail("stopping a process needs confirmation: add --yes")
-            answer = input(f"Stop process {args.pid}? Unsaved work in it is lost. [y/N] ")
+            try:
+                answer = input(f"Stop process {args.pid}? Unsaved work in it is lost. [y/N] ")
+            except EOFError:
+                answer = ""
             if answer.strip().lower() not in ("y", "yes"):
                 print("not stopped")
                 return EXIT_OK
         try:
-            print(fixes.stop_process(args.pid))
+            print(fixes.stop_process(args.pid, other_user=args.other_user))
         except fixes.FixError as exc:
             return _fail(str(exc))
         return EXIT_OK

@@ -501,16 +501,53 @@ def commands_for(fix_id: str, facts: Any = None, python: str | None = None) -> l
 # --------------------------------------------------------------------------- stop a GPU process
 
 
-def stop_process(pid: int, *, wait_s: float = 20.0) -> str:
+def _gpu_memory_now(pid: int) -> str:
+    """What NVML shows after a stop (not what we hope): the process gone from the GPUs?"""
+    holders = live_gpu_pids()
+    if holders is None:
+        return "NVML cannot show the GPUs here, so its GPU memory could not be confirmed free"
+    if pid in holders:
+        return "NVML still lists it on a GPU: its memory is not free yet"
+    return "NVML no longer lists it on any GPU"
+
+
+def live_gpu_pids() -> set[int] | None:
+    """The PIDs NVML shows holding GPU memory now, or None when NVML cannot tell."""
+    from tfdoctor.core.model import Facts, ProbeStatus
+    from tfdoctor.core.probes import nvml
+
+    result = nvml.collect()
+    if result.status != ProbeStatus.OK:
+        return None
+    facts = Facts(result.facts)
+    n = facts.value("gpu.count")
+    pids: set[int] = set()
+    for i in range(n if isinstance(n, int) else 0):
+        for proc in facts.value(f"gpu{i}.processes") or []:
+            if isinstance(proc, dict) and isinstance(proc.get("pid"), int):
+                pids.add(proc["pid"])
+    return pids
+
+
+def stop_process(
+    pid: int,
+    *,
+    wait_s: float = 20.0,
+    other_user: bool = False,
+    gpu_pids: set[int] | None = None,
+) -> str:
     """Stop a process that holds GPU memory (the caller has asked the user first).
 
-    A Jupyter kernel is shut down the way Jupyter does it: through its notebook server's
-    REST API when the server is found (the notebook then shows the kernel as stopped), else
-    with a shutdown request on the kernel's own channels. Any other process gets SIGTERM.
-    Returns one line saying what happened.
+    Only a process NVML shows holding GPU memory (`gpu_pids`, default: asked of NVML now) or
+    a Jupyter kernel is stopped; never PID 1, tfdoctor itself or a process it runs under;
+    another user's process only with `other_user`. A Jupyter kernel is shut down the way
+    Jupyter does it: through its notebook server's REST API when the server is found (the
+    notebook then shows the kernel as stopped), else with a shutdown request on the kernel's
+    own channels. Any other process gets SIGTERM. Returns one line saying what happened and
+    what NVML shows afterwards.
 
     Raises:
-        FixError: no such process, not ours to stop, or it did not stop in time.
+        FixError: no such process, one tfdoctor must not stop, or it did not stop in time.
     """
     import signal
     import time
@@ -520,15 +557,33 @@ def stop_process(pid: int, *, wait_s: float = 20.0) -> str:
 
     from tfdoctor.core.probes import jupyter
 
+    if pid <= 1:
+        raise FixError(f"process {pid} is the system's init: tfdoctor never stops it")
+    me = psutil.Process()
+    if pid == me.pid or pid in {p.pid for p in me.parents()}:
+        raise FixError(f"process {pid} is tfdoctor itself or runs it: not stopped")
     try:
         proc = psutil.Process(pid)
         cmdline = proc.cmdline()
+        owner = proc.uids().real
     except psutil.NoSuchProcess:
         raise FixError(f"no process {pid}") from None
     except psutil.AccessDenied:
         raise FixError(f"process {pid} belongs to another user: tfdoctor cannot stop it") from None
-    how = ""
+    if owner != os.getuid() and not other_user:
+        raise FixError(
+            f"process {pid} belongs to another user (uid {owner}): not stopped without --other-user"
+        )
     kernel = jupyter.parse_kernel_cmdline(cmdline)
+    holders = live_gpu_pids() if gpu_pids is None else gpu_pids
+    if kernel is None and pid not in (holders or set()):
+        seen = (
+            "NVML shows it holding no GPU memory"
+            if holders is not None
+            else ("NVML cannot tell which processes hold GPU memory here")
+        )
+        raise FixError(f"process {pid} is not a Jupyter kernel and {seen}: not stopped")
+    how = ""
     if kernel is not None and kernel.kernel_id:
         server = jupyter.find_notebook_server(pid)
         if server is not None and server.url:
@@ -567,6 +622,6 @@ def stop_process(pid: int, *, wait_s: float = 20.0) -> str:
     deadline = time.monotonic() + wait_s
     while time.monotonic() < deadline:
         if not proc.is_running() or proc.status() == psutil.STATUS_ZOMBIE:
-            return how + "; it has exited and its GPU memory is free"
+            return f"{how}; it has exited. {_gpu_memory_now(pid)}"
         time.sleep(0.1)
     raise FixError(f"{how}, but it is still running after {wait_s:.0f} s")

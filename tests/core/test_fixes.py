@@ -306,6 +306,26 @@ def test_environment_fixes_are_exact_commands_for_this_setup() -> None:
     ]
 
 
+def test_stop_process_never_touches_init_itself_its_parents_or_other_users() -> None:
+    import psutil
+
+    me = psutil.Process()
+    for pid in (1, me.pid, me.ppid()):
+        with pytest.raises(fixes.FixError, match=r"init|tfdoctor itself"):
+            fixes.stop_process(pid, gpu_pids={pid})
+    other = subprocess.Popen(["sleep", "60"], user=65534) if os.geteuid() == 0 else None
+    try:
+        if other is not None:
+            with pytest.raises(fixes.FixError, match="another user"):
+                fixes.stop_process(other.pid, gpu_pids={other.pid})
+            assert other.poll() is None
+            assert "SIGTERM" in fixes.stop_process(other.pid, gpu_pids={other.pid}, other_user=True)
+    finally:
+        if other is not None:
+            other.kill()
+            other.wait(5)
+
+
 def test_stopping_a_real_kernel_and_a_plain_process() -> None:
     """A Jupyter kernel started as Jupyter does is asked to shut down on its own channels;
     any other process gets SIGTERM; both exit."""
@@ -327,7 +347,13 @@ def test_stopping_a_real_kernel_and_a_plain_process() -> None:
         if km.has_kernel:
             km.shutdown_kernel(now=True)
     sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
-    assert "SIGTERM" in fixes.stop_process(sleeper.pid)
+    # not a kernel, and NVML does not show it on a GPU (no GPU here): refused
+    with pytest.raises(fixes.FixError, match="not a Jupyter kernel"):
+        fixes.stop_process(sleeper.pid)
+    assert sleeper.poll() is None
+    # the same process as NVML would list it holding GPU memory: stopped with SIGTERM
+    msg = fixes.stop_process(sleeper.pid, gpu_pids={sleeper.pid})
+    assert "SIGTERM" in msg and "its GPU memory is free" not in msg
     assert sleeper.wait(5) == -signal.SIGTERM
     with pytest.raises(fixes.FixError, match="no process"):
         fixes.stop_process(sleeper.pid + 10_000_000)
