@@ -26,6 +26,10 @@ $(DEV_STAMP): $(APP_STAMP)
 		$(BIN)/python -m pip install --quiet --no-deps --target $(TF_CPU) "tensorflow-cpu==$$v" && \
 		echo "$$v" > $(TF_CPU)/.complete; \
 	fi
+	@# strace injects the kills of the crash-point tests (Debian's package; root installs it)
+	@command -v strace >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null \
+		&& apt-get update -qq && apt-get install -y -qq strace >/dev/null; } \
+		|| echo "note: strace is not installed: the crash-point tests will be skipped"
 	touch $(DEV_STAMP)
 
 setup: $(DEV_STAMP)

@@ -268,6 +268,7 @@ def build_parser() -> argparse.ArgumentParser:
     fa.add_argument(
         "--in-place", action="store_true", help="edit the kernelspec itself, not a copy"
     )
+    fa.add_argument("--force", action="store_true", help="change a read-only file too")
     fa.add_argument(
         "--set",
         action="append",
@@ -872,6 +873,12 @@ def cmd_fixes(args: argparse.Namespace) -> int:
     from tfdoctor.core import fixes
     from tfdoctor.core.knowledge import catalog
 
+    if args.fixes_command in ("apply", "undo", "history"):
+        try:  # what an interrupted apply or undo left, finished or rolled back first
+            for line in fixes.recover():
+                print(f"tfdoctor: {line}", file=sys.stderr)
+        except fixes.FixError as exc:
+            return _fail(str(exc))
     if args.fixes_command == "list":
         known = catalog.fixes()
         if args.json:
@@ -950,11 +957,13 @@ def cmd_fixes(args: argparse.Namespace) -> int:
             sys.stdout.write(fixes.preamble_text(plan))
             return EXIT_OK
         if args.kernel:
-            rec = fixes.apply_to_kernelspec(plan, args.kernel, in_place=args.in_place)
+            rec = fixes.apply_to_kernelspec(
+                plan, args.kernel, in_place=args.in_place, force=args.force
+            )
         elif args.conda:
-            rec = fixes.apply_to_conda(plan, args.conda)
+            rec = fixes.apply_to_conda(plan, args.conda, force=args.force)
         else:
-            rec = fixes.apply_to_env_file(plan, args.env_file)
+            rec = fixes.apply_to_env_file(plan, args.env_file, force=args.force)
     except fixes.FixError as exc:
         return _fail(str(exc))
     if rec.get("changed") is False:

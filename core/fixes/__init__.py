@@ -3,18 +3,21 @@
 and the scripts to take to another machine (`export`)."""
 
 from tfdoctor.core.fixes.apply import (
-    FixError,
     Plan,
     apply_to_conda,
     apply_to_env_file,
     apply_to_kernelspec,
     commands_for,
-    edited_since_apply,
     env_file_text,
-    history,
     plan,
     preamble_text,
     stop_process,
+)
+from tfdoctor.core.fixes.transaction import (
+    FixError,
+    edited_since_apply,
+    history,
+    recover,
     undo,
 )
 
@@ -30,6 +33,7 @@ __all__ = [
     "history",
     "plan",
     "preamble_text",
+    "recover",
     "stop_process",
     "undo",
 ]

@@ -11,35 +11,30 @@ changes.
 from __future__ import annotations
 
 import contextlib
-import datetime
-import hashlib
 import json
 import logging
 import os
 import re
 import shlex
-import shutil
-import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tfdoctor.core.fixes.transaction import (
+    FixError,
+    Transaction,
+    check_writable,
+)
 from tfdoctor.core.knowledge import catalog
-from tfdoctor.core.paths import atomic_write, state_dir
 
 log = logging.getLogger(__name__)
 
-LOG_NAME = "undo.jsonl"
 CONDA_HOOK = "tfdoctor.sh"
 CLONE_SUFFIX = "-tfdoctor"
 _PARAM_REF = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _PY_LITERAL = re.compile(r"^(?:True|False|-?\d+(?:\.\d+)?)$")
 _SAFE_PARAM = re.compile(r"^[A-Za-z0-9_./:=,+@%-]{1,4096}$")
-
-
-class FixError(Exception):
-    """A fix cannot be applied or undone; the message is one line for people."""
 
 
 # --------------------------------------------------------------------------- planning
@@ -119,173 +114,6 @@ def plan(fix_ids: Iterable[str], params: Mapping[str, str] | None = None) -> Pla
 # --------------------------------------------------------------------------- safe writes
 
 
-@dataclass
-class _Change:
-    path: str
-    backup: str | None  # None: the file did not exist (undo deletes it)
-    created_dirs: list[str] = field(default_factory=list)
-    written_sha256: str | None = None  # what tfdoctor left there: undo checks it is unchanged
-
-
-def _sha256(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
-class _Transaction:
-    """Files written for one apply, with backups; recorded in the undo log at the end."""
-
-    def __init__(self, what: str, fix_ids: tuple[str, ...], target: str) -> None:
-        self.id = datetime.datetime.now().strftime("%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:6]
-        self.what, self.fix_ids, self.target = what, fix_ids, target
-        self.changes: list[_Change] = []
-        self.backup_dir = state_dir() / "backups" / self.id
-
-    def write(self, path: Path, data: bytes, mode: int | None = None) -> bool:
-        """Write if different; False when the file already had exactly this content."""
-        try:
-            if path.exists() and path.read_bytes() == data:
-                return False
-        except OSError as exc:
-            raise FixError(f"cannot read {path}: {exc.strerror or exc}") from None
-        created: list[str] = []
-        parent = path.parent
-        missing = []
-        while not parent.exists():
-            missing.append(parent)
-            parent = parent.parent
-        try:
-            for d in reversed(missing):
-                d.mkdir()
-                created.append(str(d))
-            backup = None
-            if path.exists():
-                self.backup_dir.mkdir(parents=True, exist_ok=True)
-                backup = str(self.backup_dir / f"{len(self.changes)}-{path.name}")
-                shutil.copy2(path, backup)
-            atomic_write(path, data, mode)
-        except OSError as exc:
-            raise FixError(f"cannot write {path}: {exc.strerror or exc}") from None
-        self.changes.append(_Change(str(path), backup, created, _sha256(data)))
-        return True
-
-    def commit(self) -> dict[str, Any] | None:
-        if not self.changes:
-            return None
-        rec = {
-            "id": self.id,
-            "time": datetime.datetime.now().isoformat(timespec="seconds"),
-            "what": self.what,
-            "fixes": list(self.fix_ids),
-            "target": self.target,
-            "changes": [c.__dict__ for c in self.changes],
-        }
-        log = state_dir() / LOG_NAME
-        try:
-            log.parent.mkdir(parents=True, exist_ok=True)
-            with log.open("a", encoding="utf-8") as fh:
-                fh.write(json.dumps(rec) + "\n")
-                fh.flush()
-                os.fsync(fh.fileno())
-        except OSError as exc:
-            raise FixError(f"applied, but the undo log {log} could not be written: {exc}") from None
-        return rec
-
-
-def history() -> list[dict[str, Any]]:
-    """The undo log, oldest first (records already undone carry "undone": true)."""
-    log = state_dir() / LOG_NAME
-    if not log.exists():
-        return []
-    out: list[dict[str, Any]] = []
-    undone: set[str] = set()
-    for line in log.read_text(encoding="utf-8", errors="replace").splitlines():
-        try:
-            rec = json.loads(line)
-        except ValueError:
-            continue  # a torn last line after a crash
-        if isinstance(rec, dict) and rec.get("undo_of"):
-            undone.add(str(rec["undo_of"]))
-        elif isinstance(rec, dict) and "id" in rec:
-            out.append(rec)
-    for rec in out:
-        rec["undone"] = rec["id"] in undone
-    return out
-
-
-def edited_since_apply(rec: Mapping[str, Any]) -> list[str]:
-    """The files of an apply record that changed after tfdoctor wrote them (the user edited
-    them, or another tool did): undoing would throw those edits away."""
-    edited = []
-    for ch in rec.get("changes") or []:
-        want = ch.get("written_sha256")
-        if not want:
-            continue  # recorded before hashes were kept
-        path = Path(ch["path"])
-        try:
-            now = _sha256(path.read_bytes())
-        except FileNotFoundError:
-            now = None
-        except OSError as exc:
-            raise FixError(f"cannot read {path}: {exc.strerror or exc}") from None
-        if now != want:
-            edited.append(str(path))
-    return edited
-
-
-def undo(record_id: str | None = None, *, force: bool = False) -> dict[str, Any]:
-    """Put back what one apply changed (default: the newest not yet undone).
-
-    A file changed since the apply is not overwritten silently: without `force` the undo
-    refuses and names it; with `force` the changed version is kept beside it first
-    (`NAME.tfdoctor-edited-<id>`) and the record says where.
-
-    Raises:
-        FixError: nothing to undo, an unknown id, a file edited since the apply (without
-            `force`), or a file that cannot be restored.
-    """
-    recs = [r for r in history() if not r["undone"]]
-    if not recs:
-        raise FixError("nothing to undo")
-    rec = recs[-1] if record_id is None else next((r for r in recs if r["id"] == record_id), None)
-    if rec is None:
-        raise FixError(f"no applied fix with id {record_id!r} (see `tfdoctor fixes history`)")
-    edited = edited_since_apply(rec)
-    if edited and not force:
-        raise FixError(
-            f"not undone: {', '.join(edited)} changed after tfdoctor wrote it; undoing would "
-            f"lose those edits (`tfdoctor fixes undo {rec['id']} --force` keeps a copy of the "
-            "edited file beside it and undoes anyway)"
-        )
-    kept: list[str] = []
-    for path_text in edited:
-        path = Path(path_text)
-        if path.exists():
-            copy = path.with_name(f"{path.name}.tfdoctor-edited-{rec['id']}")
-            try:
-                shutil.copy2(path, copy)
-            except OSError as exc:
-                raise FixError(f"cannot keep a copy of {path}: {exc.strerror or exc}") from None
-            kept.append(str(copy))
-    rec = {**rec, "kept_edited": kept}
-    for ch in reversed(rec["changes"]):
-        path = Path(ch["path"])
-        try:
-            if ch.get("backup"):
-                atomic_write(path, Path(ch["backup"]).read_bytes())
-            else:
-                path.unlink(missing_ok=True)
-                for d in reversed(ch.get("created_dirs") or []):
-                    with contextlib.suppress(OSError):
-                        Path(d).rmdir()  # only when empty
-        except OSError as exc:
-            raise FixError(f"cannot restore {path}: {exc.strerror or exc}") from None
-    log = state_dir() / LOG_NAME
-    with log.open("a", encoding="utf-8") as fh:
-        stamp = datetime.datetime.now().isoformat(timespec="seconds")
-        fh.write(json.dumps({"undo_of": rec["id"], "time": stamp}) + "\n")
-    return rec
-
-
 # --------------------------------------------------------------------------- where fixes go
 
 
@@ -329,7 +157,9 @@ def _spec_bytes(spec: dict[str, Any]) -> bytes:
     return (json.dumps(spec, indent=1, ensure_ascii=False) + "\n").encode("utf-8")
 
 
-def apply_to_kernelspec(p: Plan, name: str, *, in_place: bool = False) -> dict[str, Any]:
+def apply_to_kernelspec(
+    p: Plan, name: str, *, in_place: bool = False, force: bool = False
+) -> dict[str, Any]:
     """Set the plan's variables in a kernelspec's env block.
 
     By default a copy "<display name> (tfdoctor)" is made next to the user's kernel (named
@@ -338,7 +168,8 @@ def apply_to_kernelspec(p: Plan, name: str, *, in_place: bool = False) -> dict[s
 
     Returns the undo record (None-like {"changed": False} when already applied).
     Raises:
-        FixError: no such kernelspec, a malformed kernel.json, a read-only folder.
+        FixError: no such kernelspec, a malformed kernel.json, a read-only kernel.json
+            (without `force`) or folder.
     """
     if p.preamble and not (p.env or p.unset):
         raise FixError("these fixes are Python code: paste the notebook preamble instead")
@@ -360,13 +191,22 @@ def apply_to_kernelspec(p: Plan, name: str, *, in_place: bool = False) -> dict[s
     spec["env"] = env
     if not spec["env"]:
         spec.pop("env")
-    tx = _Transaction("kernelspec", p.fix_ids, str(dest))
-    if not in_place and not (dest / "kernel.json").exists():
-        for item in src.iterdir():  # logos and other resources
-            if item.is_file() and item.name != "kernel.json":
-                tx.write(dest / item.name, item.read_bytes())
-    tx.write(dest / "kernel.json", _spec_bytes(spec))
-    rec = tx.commit()
+    if in_place:
+        check_writable(dest / "kernel.json", force)
+    with Transaction("kernelspec", p.fix_ids, str(dest)) as tx:
+        if not in_place and not (dest / "kernel.json").exists():
+            if dest.exists():
+                raise FixError(f"{dest} exists but holds no kernel.json: move it away first")
+            files = {  # logos and other resources, then the changed kernel.json
+                item.name: item.read_bytes()
+                for item in src.iterdir()
+                if item.is_file() and item.name != "kernel.json"
+            }
+            files["kernel.json"] = _spec_bytes(spec)
+            tx.create_tree(dest, files)
+        else:
+            tx.write(dest / "kernel.json", _spec_bytes(spec))
+        rec = tx.commit()
     return rec or {"changed": False, "target": str(dest)}
 
 
@@ -392,7 +232,7 @@ def _sh_hook(p: Plan) -> tuple[bytes, bytes]:
     return ("\n".join(act) + "\n").encode(), ("\n".join(deact) + "\n").encode()
 
 
-def apply_to_conda(p: Plan, prefix: str | Path) -> dict[str, Any]:
+def apply_to_conda(p: Plan, prefix: str | Path, *, force: bool = False) -> dict[str, Any]:
     """activate.d / deactivate.d hooks in a conda environment (bash, zsh, sh).
 
     Raises:
@@ -404,10 +244,14 @@ def apply_to_conda(p: Plan, prefix: str | Path) -> dict[str, Any]:
     if not (p.env or p.unset):
         raise FixError("these fixes are Python code: paste the notebook preamble instead")
     act, deact = _sh_hook(p)
-    tx = _Transaction("conda", p.fix_ids, str(env_dir))
-    tx.write(env_dir / "etc" / "conda" / "activate.d" / CONDA_HOOK, act, 0o644)
-    tx.write(env_dir / "etc" / "conda" / "deactivate.d" / CONDA_HOOK, deact, 0o644)
-    return tx.commit() or {"changed": False, "target": str(env_dir)}
+    hooks = env_dir / "etc" / "conda"
+    for hook in (hooks / "activate.d" / CONDA_HOOK, hooks / "deactivate.d" / CONDA_HOOK):
+        check_writable(hook, force)
+    with Transaction("conda", p.fix_ids, str(env_dir)) as tx:
+        tx.write(hooks / "activate.d" / CONDA_HOOK, act, 0o644)
+        tx.write(hooks / "deactivate.d" / CONDA_HOOK, deact, 0o644)
+        rec = tx.commit()
+    return rec or {"changed": False, "target": str(env_dir)}
 
 
 def env_file_text(p: Plan) -> str:
@@ -417,7 +261,7 @@ def env_file_text(p: Plan) -> str:
     return "\n".join(lines) + "\n"
 
 
-def apply_to_env_file(p: Plan, path: str | Path) -> dict[str, Any]:
+def apply_to_env_file(p: Plan, path: str | Path, *, force: bool = False) -> dict[str, Any]:
     """A shell file to `source` before starting Jupyter or the script.
 
     Raises:
@@ -428,9 +272,11 @@ def apply_to_env_file(p: Plan, path: str | Path) -> dict[str, Any]:
     target = Path(path)
     if not target.parent.is_dir():
         raise FixError(f"cannot write {target}: folder {target.parent} does not exist")
-    tx = _Transaction("env_file", p.fix_ids, str(target))
-    tx.write(target, env_file_text(p).encode(), 0o644)
-    return tx.commit() or {"changed": False, "target": str(target)}
+    check_writable(target, force)
+    with Transaction("env_file", p.fix_ids, str(target)) as tx:
+        tx.write(target, env_file_text(p).encode(), None if target.exists() else 0o644)
+        rec = tx.commit()
+    return rec or {"changed": False, "target": str(target)}
 
 
 def preamble_text(p: Plan) -> str:

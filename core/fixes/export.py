@@ -18,7 +18,8 @@ from pathlib import Path
 from tfdoctor.core import __version__
 from tfdoctor.core.diagnose.engine import shipped_causes
 from tfdoctor.core.fixes import propose
-from tfdoctor.core.fixes.apply import FixError, Plan, plan, preamble_text
+from tfdoctor.core.fixes.apply import Plan, plan, preamble_text
+from tfdoctor.core.fixes.transaction import FixError
 from tfdoctor.core.knowledge import catalog
 from tfdoctor.core.model import Facts
 

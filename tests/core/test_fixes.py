@@ -357,3 +357,43 @@ def test_stopping_a_real_kernel_and_a_plain_process() -> None:
     assert sleeper.wait(5) == -signal.SIGTERM
     with pytest.raises(fixes.FixError, match="no process"):
         fixes.stop_process(sleeper.pid + 10_000_000)
+
+
+def test_a_damaged_undo_log_or_backup_is_said_not_obeyed(jupyter: Path) -> None:
+    from tfdoctor.core.paths import state_dir
+
+    path = jupyter / "kernel.json"
+    original = path.read_bytes()
+    first = fixes.apply_to_kernelspec(fixes.plan(["memory_growth"]), "tfd-test", in_place=True)
+    log = state_dir() / "undo.jsonl"
+    with log.open("ab") as fh:  # a torn last line (a kill mid-write) and a nested bomb
+        fh.write(b"[" * 100_000 + b"\n" + b'{"id": "torn", "changes": [')
+    second = fixes.apply_to_kernelspec(fixes.plan(["pick_gpu"], {"gpu": "0"}), "tfd-test",
+                                       in_place=True)  # fmt: skip
+    assert [r["id"] for r in fixes.history()] == [first["id"], second["id"]]  # not swallowed
+    backup = Path(second["changes"][0]["backup"])
+    backup.write_bytes(b"corrupted")
+    with pytest.raises(fixes.FixError, match="damaged"):
+        fixes.undo()
+    assert b"CUDA_VISIBLE_DEVICES" in path.read_bytes()  # nothing was written back
+    backup.unlink()
+    with pytest.raises(fixes.FixError, match="cannot be read"):
+        fixes.undo()
+    log.unlink()
+    log.mkdir()
+    with pytest.raises(fixes.FixError, match="undo log"):
+        fixes.history()
+    log.rmdir()
+    assert original  # the original kernel.json is what the first backup holds
+
+
+def test_a_read_only_kernel_json_needs_force(jupyter: Path) -> None:
+    path = jupyter / "kernel.json"
+    path.chmod(0o444)
+    before = path.read_bytes()
+    with pytest.raises(fixes.FixError, match="read-only"):
+        fixes.apply_to_kernelspec(fixes.plan(["memory_growth"]), "tfd-test", in_place=True)
+    assert path.read_bytes() == before
+    fixes.apply_to_kernelspec(fixes.plan(["memory_growth"]), "tfd-test", in_place=True, force=True)
+    assert b"TF_FORCE_GPU_ALLOW_GROWTH" in path.read_bytes()
+    assert path.stat().st_mode & 0o777 == 0o444  # its mode is kept
