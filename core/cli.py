@@ -60,6 +60,15 @@ def _pid(text: str) -> int:
     return value
 
 
+def _add_show_secrets(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--show-secrets",
+        action="store_true",
+        help="include the values of secret-looking variables (TOKEN, KEY, PASSWORD...) and "
+        "credentials in URLs, which are masked as *** by default",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(
         prog="tfdoctor",
@@ -117,12 +126,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     c.add_argument("--all", action="store_true", help="also list the checks that passed")
     c.add_argument("--no-color", action="store_true", help="no ANSI colours")
-    c.add_argument(
-        "--show-secrets",
-        action="store_true",
-        help="include the values of secret-looking variables (TOKEN, KEY, PASSWORD...) and "
-        "credentials in URLs, which are masked as *** by default",
-    )
+    _add_show_secrets(c)
 
     cli_diagnose.add_parser(sub)
 
@@ -320,12 +324,7 @@ def build_parser() -> argparse.ArgumentParser:
         "conda environments, and the interpreters of running Jupyter kernels.",
     )
     e.add_argument("--json", action="store_true", help="print as JSON")
-    e.add_argument(
-        "--show-secrets",
-        action="store_true",
-        help="include the values of secret-looking variables (TOKEN, KEY, PASSWORD...) and "
-        "credentials in URLs, which are masked as *** by default",
-    )
+    _add_show_secrets(e)
 
     cap = sub.add_parser(
         "capture",
@@ -337,12 +336,7 @@ def build_parser() -> argparse.ArgumentParser:
     cap.add_argument("output", metavar="FILE", help="where to write the snapshot (.json)")
     cap.add_argument("--note", default="", help="how/where it was recorded (stored in the file)")
     cap.add_argument("--force", action="store_true", help="replace FILE if it exists")
-    cap.add_argument(
-        "--show-secrets",
-        action="store_true",
-        help="include the values of secret-looking variables (TOKEN, KEY, PASSWORD...) and "
-        "credentials in URLs, which are masked as *** by default",
-    )
+    _add_show_secrets(cap)
     return p
 
 

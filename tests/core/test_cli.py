@@ -24,6 +24,17 @@ def tfdoctor(*args: str, env: dict[str, str] | None = None, timeout: float = 300
     )
 
 
+def write_kernelspec(
+    root: Path, name: str, env: dict[str, str], display_name: str = "a kernel"
+) -> None:
+    """A kernelspec under root/kernels (point JUPYTER_PATH at root) running this Python."""
+    spec = root / "kernels" / name
+    spec.mkdir(parents=True)
+    argv = [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"]
+    body = {"argv": argv, "display_name": display_name, "language": "python", "env": env}
+    (spec / "kernel.json").write_text(json.dumps(body))
+
+
 def assert_no_traceback(proc: subprocess.CompletedProcess[str]) -> None:
     assert "Traceback" not in proc.stderr and "Traceback" not in proc.stdout
 
@@ -153,17 +164,11 @@ def test_envs_lists_this_interpreter_and_kernelspecs() -> None:
 
 
 def test_check_a_kernelspec_by_name_uses_its_env_block(tmp_path: Path) -> None:
-    spec = tmp_path / "kernels" / "tf-growth"
-    spec.mkdir(parents=True)
-    (spec / "kernel.json").write_text(
-        json.dumps(
-            {
-                "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
-                "display_name": "TF (growth)",
-                "language": "python",
-                "env": {"TF_FORCE_GPU_ALLOW_GROWTH": "true", "CUDA_VISIBLE_DEVICES": "-1"},
-            }
-        )
+    write_kernelspec(
+        tmp_path,
+        "tf-growth",
+        {"TF_FORCE_GPU_ALLOW_GROWTH": "true", "CUDA_VISIBLE_DEVICES": "-1"},
+        display_name="TF (growth)",
     )
     env = {"JUPYTER_PATH": str(tmp_path)}
     p = tfdoctor("check", "--kernel", "tf-growth", "--json", env=env)
@@ -465,21 +470,14 @@ PROXY_PASSWORD = "pr0xyPassw0rd"
 
 
 def test_planted_secrets_reach_no_output_unless_asked(tmp_path: Path) -> None:
-    spec = tmp_path / "kernels" / "with-secrets"
-    spec.mkdir(parents=True)
-    (spec / "kernel.json").write_text(
-        json.dumps(
-            {
-                "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
-                "display_name": "secrets",
-                "language": "python",
-                "env": {
-                    "HF_TOKEN": SECRET,
-                    "HTTPS_PROXY": f"http://alice:{PROXY_PASSWORD}@proxy.example:3128",
-                    "CUDA_VISIBLE_DEVICES": "-1",
-                },
-            }
-        )
+    write_kernelspec(
+        tmp_path,
+        "with-secrets",
+        {
+            "HF_TOKEN": SECRET,
+            "HTTPS_PROXY": f"http://alice:{PROXY_PASSWORD}@proxy.example:3128",
+            "CUDA_VISIBLE_DEVICES": "-1",
+        },
     )
     env = {
         "JUPYTER_PATH": str(tmp_path),
