@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import collections
+import itertools
 import threading
 from collections.abc import Iterable
 from typing import Any, Generic, NamedTuple, TypeVar
@@ -50,7 +51,12 @@ class EventBuffer(Generic[T]):
         with self._lock:
             if not self._items or self._items[-1][0] <= seq:
                 return []
-            return [(s, it) for s, it in self._items if s > seq]
+            # sequence numbers are consecutive: the newest (last - seq) items are the answer,
+            # taken from the right end so that a reader's cost does not grow with the history
+            wanted = min(self._items[-1][0] - seq, len(self._items))
+            out = list(itertools.islice(reversed(self._items), wanted))
+            out.reverse()
+            return out
 
     @property
     def last_seq(self) -> int:
