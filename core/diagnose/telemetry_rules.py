@@ -18,6 +18,7 @@ LEAK_MIN_FRACTION = 0.15  # of the starting level
 LEAK_MIN_R2 = 0.8
 TRACING_FACTOR = 10.0  # the first step this many times a normal step
 RETRACE_MIN_S = 0.1  # a later step slower than this (and the factor) was traced again
+RETRACE_OF_FIRST = 0.25  # a later step at least this part of the first step's time
 INPUT_BOUND_UTIL = 30  # % GPU utilisation while steps run
 
 
@@ -88,7 +89,9 @@ def telemetry_causes(
         later = sorted(float(s["step_s"]) for s in steps[1:])
         base = later[len(later) // 10]
         if base > 0 and first >= TRACING_FACTOR * base:
-            floor = max(TRACING_FACTOR * base, RETRACE_MIN_S)  # machine hiccups are shorter
+            # a retrace costs about what the first trace did; a loaded machine's hiccups are
+            # shorter than that (and than RETRACE_MIN_S)
+            floor = max(TRACING_FACTOR * base, RETRACE_MIN_S, RETRACE_OF_FIRST * first)
             slow = [s for s in steps[1:] if float(s["step_s"]) >= floor]
             if len(slow) >= 3:
                 out.append(
