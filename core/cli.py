@@ -422,9 +422,12 @@ def _target(args: argparse.Namespace) -> Target | str:
     if args.python:
         return Target(python=args.python, label=args.python, kind="path")
     if args.kernel:
-        from tfdoctor.core.probes.envs import kernelspec_targets
+        from tfdoctor.core.probes.envs import kernelspec_targets, read_kernelspecs
 
         specs = {t.name: t for t in kernelspec_targets() if t.name}
+        broken = read_kernelspecs()[1]
+        if args.kernel in broken:
+            return f"kernelspec {args.kernel!r} is broken: {broken[args.kernel]}"
         if args.kernel not in specs:
             known = ", ".join(sorted(specs)) or "none installed"
             return f"no Jupyter kernelspec named {args.kernel!r} (known: {known})"
@@ -538,6 +541,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from tfdoctor.core.bench.config import BenchConfig, ConfigError
     from tfdoctor.core.bench.supervisor import BenchRun, SupervisorOptions
 
+    if args.input_shape is not None and not args.input_shape.strip():
+        return _fail("--input-shape: give the dimensions, e.g. 64x64x3 (or leave it out)")
+    if args.set and not args.verify_fix:
+        return _fail("--set gives a fix parameter: use it with --verify-fix FIX")
     target = _target(args)
     if isinstance(target, str):
         return _fail(target)
@@ -930,13 +937,13 @@ def cmd_fixes(args: argparse.Namespace) -> int:
         if shown.preamble or shown.snippet:
             print("\n" + (shown.preamble or shown.snippet))
         return EXIT_OK
-    if args.fixes_command == "history":
-        for rec in fixes.history():
-            state = "undone" if rec.get("undone") else "applied"
-            print(f"{rec['id']}  {rec['time']}  {state:7}  {','.join(rec['fixes'])} -> "
-                  f"{rec['what']} {rec['target']}")  # fmt: skip
-        return EXIT_OK
     try:
+        if args.fixes_command == "history":
+            for rec in fixes.history():
+                state = "undone" if rec.get("undone") else "applied"
+                print(f"{rec['id']}  {rec['time']}  {state:7}  {','.join(rec['fixes'])} -> "
+                      f"{rec.get('what', '?')} {rec.get('target', '?')}")  # fmt: skip
+            return EXIT_OK
         if args.fixes_command == "undo":
             rec = fixes.undo(args.record, force=args.force)
             print(f"undone {rec['id']}: {', '.join(rec['fixes'])} on {rec['target']}")
@@ -1026,17 +1033,26 @@ def cmd_desktop_entry(install: bool) -> int:
 
 
 def cmd_envs(args: argparse.Namespace) -> int:
-    from tfdoctor.core.probes.envs import find_targets
+    from tfdoctor.core.probes.envs import find_targets, read_kernelspecs
 
     targets = find_targets()
+    broken = read_kernelspecs()[1]
     if args.json:
-        data = {"schema": 1, "targets": [t.to_json() for t in targets]}
+        data = {
+            "schema": 1,
+            "targets": [t.to_json() for t in targets],
+            "broken_kernelspecs": [{"name": n, "problem": why} for n, why in broken.items()],
+        }
         json.dump(data if args.show_secrets else mask_secrets(data), sys.stdout, indent=2)
         sys.stdout.write("\n")
         return EXIT_OK
     for t in targets:
         exists = "" if os.path.exists(t.python) else "   (missing!)"
         print(f"{t.kind:15} {t.label}\n{'':15}   {t.python}{exists}")
+    for name, why in broken.items():
+        print(
+            f"{'broken':15} Jupyter kernelspec {name!r}: Jupyter cannot start it\n{'':15}   {why}"
+        )
     return EXIT_OK
 
 

@@ -13,6 +13,7 @@ import textwrap
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from tfdoctor.core import jsonio
 from tfdoctor.core.terminal import EXIT_OK, Painter
 from tfdoctor.core.terminal import clip as _clip
 from tfdoctor.core.terminal import fail as _fail
@@ -67,6 +68,7 @@ def add_parser(sub: Any) -> None:
         help="write the fixes to try as a script (.sh, .ps1 or .py by its name), with the "
         "exact commands for the checked setup",
     )
+    d.add_argument("--force", action="store_true", help="replace SCRIPT if it exists")
     d.add_argument("--json", action="store_true", help="print the diagnosis as JSON")
     d.add_argument("--no-color", action="store_true", help="no ANSI colours")
 
@@ -191,7 +193,7 @@ def _load_saved(option: str, path: str, read: Callable[[Any], Any]) -> Any:
     """A file named by an option, read by `read`; or the one-line reason it cannot be."""
     try:
         with open(path, "rb") as fh:
-            return read(json.load(fh))
+            return read(jsonio.loads(fh.read()))
     except OSError as exc:
         return f"{option} {path}: {exc.strerror or exc}"
     except ValueError as exc:  # not JSON, or not what the option takes
@@ -251,12 +253,18 @@ def _diagnose_case(args: argparse.Namespace, inputs: list[Any], names: list[str]
         for fid, why in a.fixes
     ]
     if args.export:
+        from tfdoctor.core.paths import refuse_existing
+
+        refused = refuse_existing(Path(args.export), args.force)
+        if refused:
+            return _fail(refused)
         fmt = export.format_of(args.export)
         causes = [r.cause.id for r in a.ranked]
         try:
             text = export.proposal_script(fmt, a.fix_ids, causes, facts, python)
+            new_file = not Path(args.export).exists()
             atomic_write_text(Path(args.export), text)
-            if fmt == "sh":
+            if fmt == "sh" and new_file:  # a replaced file keeps the mode it had
                 Path(args.export).chmod(0o755)
         except fixes.FixError as exc:
             return _fail(f"no script: {exc}")

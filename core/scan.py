@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from tfdoctor.core import __version__, checks
+from tfdoctor.core import __version__, checks, jsonio
 from tfdoctor.core.events import EventBuffer
 from tfdoctor.core.model import (
     Fact,
@@ -280,7 +280,7 @@ def load_machine_snapshot(path: str | os.PathLike[str]) -> dict[str, Any]:
     """
     p = Path(path)
     nvml.load_snapshot(p)  # validates format and schema with a one-line error
-    data: dict[str, Any] = json.loads(p.read_text(encoding="utf-8"))
+    data: dict[str, Any] = jsonio.loads(p.read_text(encoding="utf-8"))
     for key in MACHINE_SNAPSHOT_KEYS:
         if key in data and not isinstance(data[key], Mapping):
             raise nvml.SnapshotError(f"{p.name}: '{key}' must be an object of facts")

@@ -31,6 +31,7 @@ from typing import Any, TextIO
 
 import psutil
 
+from tfdoctor.core import jsonio
 from tfdoctor.core.events import EventBuffer
 from tfdoctor.core.probes import nvml
 
@@ -322,7 +323,7 @@ def read_trace(
     with Path(path).open("rb") as fh:
         for n, raw in enumerate(fh, 1):
             try:
-                rec = json.loads(raw)
+                rec = jsonio.loads(raw)
             except ValueError:
                 if n == 1:
                     raise TraceError(f"{path}: not a tfdoctor trace (line 1 is not JSON)") from None

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from tfdoctor.core import jsonio
 from tfdoctor.core.bench import evidence, memcg, procgroup
 from tfdoctor.core.bench.config import BenchConfig
 from tfdoctor.core.bench.evidence import OomKillEvidence
@@ -297,7 +298,7 @@ class WorkerProcess:
                 sink.write(raw + b"\n")
                 written["events"] += len(raw) + 1
             try:
-                rec = json.loads(raw)
+                rec = jsonio.loads(raw)
             except ValueError:
                 log.debug("ignoring a malformed worker record: %r", raw[:200])
                 continue

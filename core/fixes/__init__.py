@@ -3,6 +3,7 @@
 and the scripts to take to another machine (`export`)."""
 
 from tfdoctor.core.fixes.apply import (
+    ENV_BLOCK_BEGIN,
     Plan,
     apply_to_conda,
     apply_to_env_file,
@@ -22,6 +23,7 @@ from tfdoctor.core.fixes.transaction import (
 )
 
 __all__ = [
+    "ENV_BLOCK_BEGIN",
     "FixError",
     "Plan",
     "apply_to_conda",

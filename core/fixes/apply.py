@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tfdoctor.core import jsonio
 from tfdoctor.core.fixes.transaction import (
     FixError,
     Transaction,
@@ -35,6 +36,13 @@ CLONE_SUFFIX = "-tfdoctor"
 _PARAM_REF = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _PY_LITERAL = re.compile(r"^(?:True|False|-?\d+(?:\.\d+)?)$")
 _SAFE_PARAM = re.compile(r"^[A-Za-z0-9_./:=,+@%-]{1,4096}$")
+_DEVICE = r"(?:\d{1,3}|(?:GPU|MIG)-[0-9A-Fa-f/-]{1,80})"
+_PARAM_KINDS = {  # the parameters whose values have a shape: (pattern, what it must be)
+    "memory_limit_mb": (re.compile(r"^[1-9]\d{0,6}$"), "a whole number of MiB (1 to 9999999)"),
+    "batch_size": (re.compile(r"^[1-9]\d{0,6}$"), "a whole number (1 to 9999999)"),
+    "gpu": (re.compile(rf"^{_DEVICE}(?:,{_DEVICE})*$"), "GPU indices or UUIDs (0 or 0,1)"),
+    "jit": (re.compile(r"^(?:True|False)$"), "True or False"),
+}
 
 
 # --------------------------------------------------------------------------- planning
@@ -68,6 +76,17 @@ def plan(fix_ids: Iterable[str], params: Mapping[str, str] | None = None) -> Pla
             raise FixError(
                 f"parameter {k}: {v!r} is not a plain value (letters, digits, ./:=,+@%-)"
             )
+        kind = _PARAM_KINDS.get(k)
+        if kind is not None and not kind[0].match(v):
+            raise FixError(f"parameter {k}: {v!r} is not {kind[1]}")
+    ids_given = list(dict.fromkeys(fix_ids))
+    takes = {name for fid in ids_given if fid in known for name, _ in known[fid].params}
+    unknown = sorted(set(params) - takes - {"batch_size"})  # the batch size is for the bench
+    if unknown and all(fid in known for fid in ids_given):
+        raise FixError(
+            f"{', '.join(ids_given)} take{'s' if len(ids_given) == 1 else ''} no parameter "
+            f"{', '.join(unknown)}" + (f" (known: {', '.join(sorted(takes))})" if takes else "")
+        )
     env: dict[str, str] = {}
     unset: list[str] = []
     preambles: list[str] = []
@@ -141,7 +160,7 @@ def _user_kernels_dir() -> Path:
 def _read_kernel_json(d: Path) -> dict[str, Any]:
     path = d / "kernel.json"
     try:
-        spec = json.loads(path.read_text(encoding="utf-8"))
+        spec = jsonio.loads(path.read_text(encoding="utf-8"))
     except OSError as exc:
         raise FixError(f"cannot read {path}: {exc.strerror or exc}") from None
     except ValueError as exc:
@@ -254,11 +273,30 @@ def apply_to_conda(p: Plan, prefix: str | Path, *, force: bool = False) -> dict[
     return rec or {"changed": False, "target": str(env_dir)}
 
 
-def env_file_text(p: Plan) -> str:
+ENV_BLOCK_BEGIN = "# >>> tfdoctor >>>"
+ENV_BLOCK_END = "# <<< tfdoctor <<<"
+
+
+def env_file_text(p: Plan, existing: str | None = None) -> str:
+    """The env file with the plan's variables. A file the user already has keeps every line
+    of its own: the variables go in one marked block at its end (after a line break when the
+    file lacks a final one), and a block from an earlier apply is replaced, not repeated."""
     lines = [f"# tfdoctor: fixes {', '.join(p.fix_ids)}; use with: source this-file"]
     lines += [f"export {k}={shlex.quote(v)}" for k, v in sorted(p.env.items())]
     lines += [f"unset {k}" for k in p.unset]
-    return "\n".join(lines) + "\n"
+    if existing is None:
+        return "\n".join(lines) + "\n"
+    kept = existing.splitlines(keepends=True)
+    marks = [line.rstrip("\r\n") for line in kept]
+    begins = [i for i, m in enumerate(marks) if m == ENV_BLOCK_BEGIN]
+    if begins:  # the block of an earlier apply: the last begin mark and the end after it
+        end = next((j for j in range(begins[-1], len(marks)) if marks[j] == ENV_BLOCK_END), None)
+        if end is not None:
+            del kept[begins[-1] : end + 1]
+    head = "".join(kept)
+    if head and not head.endswith("\n"):
+        head += "\n"
+    return head + "\n".join([ENV_BLOCK_BEGIN, *lines, ENV_BLOCK_END]) + "\n"
 
 
 def apply_to_env_file(p: Plan, path: str | Path, *, force: bool = False) -> dict[str, Any]:
@@ -274,7 +312,19 @@ def apply_to_env_file(p: Plan, path: str | Path, *, force: bool = False) -> dict
         raise FixError(f"cannot write {target}: folder {target.parent} does not exist")
     check_writable(target, force)
     with Transaction("env_file", p.fix_ids, str(target)) as tx:
-        tx.write(target, env_file_text(p).encode(), None if target.exists() else 0o644)
+        existing = None
+        if target.exists():
+            try:
+                existing = target.read_text(encoding="utf-8")
+            except UnicodeDecodeError:
+                raise FixError(
+                    f"{target} is not a text file (not UTF-8): nothing was changed"
+                ) from None
+            except OSError as exc:
+                raise FixError(f"cannot read {target}: {exc.strerror or exc}") from None
+        tx.write(
+            target, env_file_text(p, existing).encode(), None if existing is not None else 0o644
+        )
         rec = tx.commit()
     return rec or {"changed": False, "target": str(target)}
 

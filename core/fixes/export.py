@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime
 import os
+import re
 import shlex
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -58,15 +59,115 @@ def _header(p: Plan, cause_ids: Sequence[str], comment: str) -> list[str]:
         if fx is None:
             lines.append(f"{comment}   {fid}")
             continue
-        lines.append(f"{comment}   {fid}: {fx.title} (risk: {fx.risk or 'n/a'}; undo: {fx.undo})")
+        notes = "; ".join(f"{k}: {v}" for k, v in (("risk", fx.risk), ("undo", fx.undo)) if v)
+        lines.append(f"{comment}   {fid}: {fx.title}" + (f" ({notes})" if notes else ""))
     return lines
+
+
+# The part of the shell script that does not depend on the fixes. It edits the user's shell
+# startup file the way the app's own fixes edit files: refuses what is not a regular file or is
+# read-only, writes through a symlink (the link stays), keeps the mode, appends one whole line
+# (after a line break when the file does not end with one), keeps a copy of the file from
+# before, and --undo gives back that copy byte for byte (or, when the file was changed since,
+# deletes only its own line). Paths go into the startup file single-quoted: a HOME holding
+# `$(...)` stays a name.
+_SH_BODY = r"""set -eu
+MODE="${1:-dry-run}"
+case "$MODE" in dry-run|--apply|--undo) ;; *) echo "usage: $0 [--apply|--undo]" >&2; exit 2;; esac
+DIR="${TFDOCTOR_DIR:-$HOME/.tfdoctor}"
+ENV_FILE="$DIR/env.sh"
+RC="${TFDOCTOR_RC:-$HOME/.bashrc}"
+BACKUP="$DIR/rc-before-tfdoctor"
+say() { printf '%s\n' "$*"; }
+die() { printf 'tfdoctor fix script: %s\n' "$*" >&2; exit 1; }
+NL='
+'
+case "$DIR$RC" in *"$NL"*) die "a path with a line break in it: not touched";; esac
+sq() { printf "'%s'" "$(printf '%s' "$1" | sed "s/'/'\\\\''/g")"; }
+SOURCE_LINE=". $(sq "$ENV_FILE")  # tfdoctor"
+RC_REAL=$RC
+if [ -e "$RC" ] || [ -L "$RC" ]; then
+  [ -f "$RC" ] || die "$RC is not a regular file: not touched"
+  if [ -L "$RC" ]; then RC_REAL=$(readlink -f -- "$RC") || die "cannot resolve the link $RC"; fi
+  [ -n "$(find "$RC_REAL" -prune -perm -u+w)" ] || die "$RC is read-only: not touched"
+fi
+has_line() { [ -f "$RC" ] && grep -qxF -- "$SOURCE_LINE" "$RC"; }
+no_final_newline() { [ -s "$1" ] && [ -n "$(tail -c 1 "$1")" ]; }
+replace_rc() {  # $1's bytes become the startup file's, in one rename; mode and owner stay
+  cp -p "$RC_REAL" "$RC_REAL.tfdoctor.tmp"
+  cat "$1" > "$RC_REAL.tfdoctor.tmp"
+  mv -f "$RC_REAL.tfdoctor.tmp" "$RC_REAL"
+}
+if [ "$MODE" != dry-run ]; then  # what an interrupted run left
+  rm -f "$RC_REAL.tfdoctor.tmp" "$ENV_FILE.tmp" "$BACKUP.tmp" "$DIR/rc.tmp"
+fi
+if [ "$MODE" = --undo ]; then
+  KEEP_BACKUP=
+  if has_line; then
+    { if [ -f "$BACKUP" ]; then cat "$BACKUP"; no_final_newline "$BACKUP" && echo; fi
+      say "$SOURCE_LINE"; } > "$DIR/rc.tmp"
+    if [ -f "$BACKUP" ] && cmp -s "$DIR/rc.tmp" "$RC"; then
+      if [ -f "$BACKUP.absent" ]; then say "remove $RC (tfdoctor made it)"; rm -f "$RC"
+      else say "restore $RC as it was before tfdoctor"; replace_rc "$BACKUP"; fi
+    else
+      say "remove the tfdoctor line from $RC (it changed since; the copy from before: $BACKUP)"
+      grep -vxF -- "$SOURCE_LINE" "$RC" > "$DIR/rc.tmp" || [ $? -eq 1 ]
+      replace_rc "$DIR/rc.tmp"
+      KEEP_BACKUP=1
+    fi
+    rm -f "$DIR/rc.tmp"
+  fi
+  if [ -f "$ENV_FILE" ]; then say "remove $ENV_FILE"; rm -f "$ENV_FILE"; fi
+  [ -n "$KEEP_BACKUP" ] || rm -f "$BACKUP" "$BACKUP.absent"
+  rmdir "$DIR" 2>/dev/null || true
+  exit 0
+fi
+if [ -f "$ENV_FILE" ] && [ "$(cat "$ENV_FILE")" = "$ENV_BODY" ]; then
+  say "$ENV_FILE already holds these settings"
+elif [ "$MODE" = --apply ]; then
+  say "write $ENV_FILE"
+  mkdir -p "$DIR"
+  say "$ENV_BODY" > "$ENV_FILE.tmp"
+  mv -f "$ENV_FILE.tmp" "$ENV_FILE"
+else
+  say "would write $ENV_FILE:"; say "$ENV_BODY"
+fi
+if has_line; then
+  say "$RC already sources it"
+elif [ "$MODE" = --apply ]; then
+  say "add to $RC: $SOURCE_LINE (its copy from before: $BACKUP)"
+  mkdir -p "$DIR"
+  if [ -f "$RC" ]; then cp "$RC" "$BACKUP.tmp"; rm -f "$BACKUP.absent"
+  else : > "$BACKUP.absent"; : > "$BACKUP.tmp"; fi
+  mv -f "$BACKUP.tmp" "$BACKUP"
+  SEP=; if no_final_newline "$RC"; then SEP=$NL; fi
+  printf '%s%s\n' "$SEP" "$SOURCE_LINE" >> "$RC"
+else
+  say "would add to $RC: $SOURCE_LINE"
+fi
+"""
+
+
+def _sh_commands_only(p: Plan, cause_ids: Sequence[str], commands: Sequence[str]) -> str:
+    """A script with no variables to keep: it runs the commands with --apply, nothing more."""
+    out = ["#!/bin/sh", *_header(p, cause_ids, "#")]
+    out += [
+        "# usage: sh this-script [--apply]   (without an option: show what it would do)",
+        "set -eu",
+        'MODE="${1:-dry-run}"',
+        'case "$MODE" in dry-run|--apply) ;; *) echo "usage: $0 [--apply]" >&2; exit 2;; esac',
+        "say() { printf '%s\\n' \"$*\"; }",
+    ]
+    return "\n".join(out) + "\n"
 
 
 def sh_script(p: Plan, cause_ids: Sequence[str] = (), commands: Sequence[str] = ()) -> str:
     """A POSIX sh script: dry run by default, --apply to act, --undo to take it back."""
+    if not (p.env or p.unset):
+        return _commands(_sh_commands_only(p, cause_ids, commands), commands)
     env_lines = [f"export {k}={shlex.quote(v)}" for k, v in sorted(p.env.items())]
     env_lines += [f"unset {k}" for k in p.unset]
-    body = "\n".join(env_lines) + "\n"
+    body = "\n".join(env_lines)
     eof = "TFDOCTOR_ENV_EOF"
     n = 0
     while eof in body:  # a value can never end the here-document early
@@ -77,57 +178,36 @@ def sh_script(p: Plan, cause_ids: Sequence[str] = (), commands: Sequence[str] = 
         out.append("# some fixes are Python code for the notebook: export them with --format py")
     out += [
         "# usage: sh this-script [--apply | --undo]   (without an option: show what it would do)",
-        "set -eu",
-        'MODE="${1:-dry-run}"',
-        'case "$MODE" in dry-run|--apply|--undo) ;; *) echo "usage: $0 [--apply|--undo]" >&2; '
-        "exit 2;; esac",
-        'DIR="${TFDOCTOR_DIR:-$HOME/.tfdoctor}"',
-        'ENV_FILE="$DIR/env.sh"',
-        'RC="${TFDOCTOR_RC:-$HOME/.bashrc}"',
-        'SOURCE_LINE=". \\"$ENV_FILE\\"  # tfdoctor"',
-        "say() { printf '%s\\n' \"$*\"; }",
         f"ENV_BODY=$(cat <<'{eof}'",
-        body.rstrip("\n"),
+        body,
         eof,
         ")",
-        'if [ "$MODE" = --undo ]; then',
-        '  if [ -f "$ENV_FILE" ]; then say "remove $ENV_FILE"; rm -f "$ENV_FILE"; fi',
-        '  if [ -f "$RC" ] && grep -qF "$SOURCE_LINE" "$RC"; then',
-        '    say "remove the tfdoctor line from $RC"',
-        '    grep -vF "$SOURCE_LINE" "$RC" > "$RC.tfdoctor.tmp" || true',
-        '    mv "$RC.tfdoctor.tmp" "$RC"',
-        "  fi",
-        "  exit 0",
-        "fi",
-        'if [ -f "$ENV_FILE" ] && [ "$(cat "$ENV_FILE")" = "$ENV_BODY" ]; then',
-        '  say "$ENV_FILE already holds these settings"',
-        'elif [ "$MODE" = --apply ]; then',
-        '  say "write $ENV_FILE"',
-        '  mkdir -p "$DIR"',
-        '  printf \'%s\\n\' "$ENV_BODY" > "$ENV_FILE.tmp" && mv "$ENV_FILE.tmp" "$ENV_FILE"',
-        "else",
-        '  say "would write $ENV_FILE:"; printf \'%s\\n\' "$ENV_BODY"',
-        "fi",
-        'if [ -f "$RC" ] && grep -qF "$SOURCE_LINE" "$RC"; then',
-        '  say "$RC already sources it"',
-        'elif [ "$MODE" = --apply ]; then',
-        '  say "add to $RC: $SOURCE_LINE"; printf \'%s\\n\' "$SOURCE_LINE" >> "$RC"',
-        "else",
-        '  say "would add to $RC: $SOURCE_LINE"',
-        "fi",
+        _SH_BODY.rstrip("\n"),
     ]
+    return _commands("\n".join(out) + "\n", commands)
+
+
+def _commands(script: str, commands: Sequence[str]) -> str:
+    """The script, then the commands (each a whole shell command built with quoted values)
+    run with --apply, and the dry run's last word."""
+    out = []
     for cmd in commands:
         q = shlex.quote(cmd)
         out += [
             f'if [ "$MODE" = --apply ]; then say "run: "{q}; {cmd}; else say "would run: "{q}; fi'
         ]
     out.append('[ "$MODE" = --apply ] || say "(dry run: nothing changed; run with --apply)"')
-    return "\n".join(out) + "\n"
+    return script + "\n".join(out) + "\n"
+
+
+# PowerShell ends a single-quoted string at any of these, not only at '
+_PS_QUOTES = re.compile("(['\u2018\u2019\u201a\u201b])")
 
 
 def _ps_quote(value: str) -> str:
-    """A PowerShell single-quoted literal: nothing inside is expanded; ' doubles."""
-    return "'" + value.replace("'", "''") + "'"
+    """A PowerShell single-quoted literal: nothing inside is expanded; every quote character
+    PowerShell knows (' and the typographic ones) doubles."""
+    return "'" + _PS_QUOTES.sub(r"\1\1", value) + "'"
 
 
 def ps1_script(p: Plan, cause_ids: Sequence[str] = ()) -> str:
@@ -200,4 +280,12 @@ def proposal_script(
     ids = propose.config_fix_ids(proposed)
     causes = list(cause_ids) if ids else []
     commands = propose.env_commands(proposed, facts, python)
+    if not ids and commands:
+        if fmt != "sh":
+            raise FixError(
+                "these fixes are commands to run (an install, a driver): export them as .sh"
+            )
+        known = catalog.fixes()
+        env_ids = tuple(f for f in proposed if known.get(f) and known[f].kind == "env")
+        return sh_script(Plan(env_ids, {}), list(cause_ids), commands)
     return export(fmt, ids, causes, commands=commands)

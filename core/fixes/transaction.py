@@ -26,7 +26,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from tfdoctor.core.paths import atomic_write, state_dir
+from tfdoctor.core import jsonio
+from tfdoctor.core.paths import atomic_write, state_dir, writable_target
 
 log = logging.getLogger(__name__)
 
@@ -114,17 +115,44 @@ def read_log() -> list[dict[str, Any]]:
     except OSError as exc:
         raise FixError(f"cannot read the undo log {path}: {exc.strerror}") from None
     out = []
+    bad = []
     for n, line in enumerate(raw.splitlines(), 1):
         if not line.strip():
             continue
         try:
-            rec = json.loads(line)
-        except (ValueError, RecursionError):
-            log.warning("%s line %d is not a record (a torn write?): skipped", path, n)
-            continue
-        if isinstance(rec, dict):
+            rec = jsonio.loads(line)
+        except ValueError:
+            rec = None
+        if _is_record(rec):
             out.append(rec)
+        else:
+            bad.append(n)
+    key = (str(path), tuple(bad))
+    if bad and key not in _WARNED:  # said once, in one line, however often the log is read
+        _WARNED.add(key)
+        lines = ", ".join(map(str, bad[:5])) + (f" and {len(bad) - 5} more" if len(bad) > 5 else "")
+        what = "line %s is not a record" if len(bad) == 1 else "lines %s are not records"
+        log.warning("%s: " + what + " (a torn write?): skipped", path, lines)
     return out
+
+
+_WARNED: set[tuple[str, tuple[int, ...]]] = set()
+
+
+def _is_record(rec: Any) -> bool:
+    """An apply record (id, time, fixes, changes naming their paths) or an undo record."""
+    if not isinstance(rec, dict) or not isinstance(rec.get("time"), str):
+        return False
+    if "undo_of" in rec:
+        return isinstance(rec["undo_of"], (str, int))
+    changes = rec.get("changes")
+    return (
+        isinstance(rec.get("id"), (str, int))
+        and isinstance(rec.get("fixes"), list)
+        and all(isinstance(f, str) for f in rec["fixes"])
+        and isinstance(changes, list)
+        and all(isinstance(c, dict) and isinstance(c.get("path"), str) for c in changes)
+    )
 
 
 # --------------------------------------------------------------------------- apply
@@ -340,7 +368,7 @@ def _recover_locked() -> list[str]:
     said = []
     for path in sorted(folder.glob("*.json")):
         try:
-            journal = json.loads(path.read_text(encoding="utf-8"))
+            journal = jsonio.loads(path.read_text(encoding="utf-8"))
             if not isinstance(journal, dict):
                 raise ValueError("not an object")
         except (OSError, ValueError, RecursionError):
@@ -483,9 +511,12 @@ def check_writable(path: Path, force: bool) -> None:
         FixError: the file is read-only and `force` is not given.
     """
     try:
+        writable_target(path)  # a folder, device, FIFO or socket: never replaced
         st = path.stat()
     except FileNotFoundError:
         return
+    except OSError as exc:
+        raise FixError(f"{path}: {exc.strerror or exc}") from None
     if not force and not (st.st_mode & 0o222):
         raise FixError(f"{path} is read-only: not changed (add --force to change it anyway)")
     if not force and not os.access(path, os.W_OK) and os.geteuid() != 0:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
 import platform
@@ -15,6 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from tfdoctor.core import jsonio
 from tfdoctor.core.model import Fact, FactValue, ProbeResult, ProbeStatus
 from tfdoctor.core.probes.system import CmdResult, RunFn, run_command
 
@@ -230,7 +230,7 @@ def toolkit_version_from_files(toolkit: Path) -> tuple[str | None, str | None]:
     text = _read(toolkit / "version.json")
     if text:
         try:
-            data = json.loads(text)
+            data = jsonio.loads(text)
             version = data.get("cuda", {}).get("version")
             if isinstance(version, str) and version:
                 return version, "version.json"

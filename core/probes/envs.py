@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from tfdoctor.core import jsonio
 from tfdoctor.core.model import Target
 
 log = logging.getLogger(__name__)
@@ -42,27 +43,70 @@ def kernelspec_python(argv0: str, resource_dir: str, env: Mapping[str, str]) -> 
     return found or argv0
 
 
-def kernelspec_targets() -> list[Target]:
-    """Every installed Jupyter kernelspec whose argv starts a Python."""
+def read_kernelspecs() -> tuple[dict[str, tuple[str, dict[str, Any]]], dict[str, str]]:
+    """Every kernelspec Jupyter would list: ({name: (folder, spec)}, {name: why it is broken}).
+
+    Each kernel.json is read here, not by jupyter_client's get_all_specs (which prints a
+    traceback for each broken one): a spec that is no JSON object, nests too deep, is no
+    UTF-8, is a folder, or has no argv list or a malformed env is named with the reason.
+    """
     try:
         from jupyter_client.kernelspec import KernelSpecManager
     except ImportError:
         log.info("jupyter_client is not installed: no kernelspecs listed")
-        return []
+        return {}, {}
     try:
-        specs: dict[str, Any] = KernelSpecManager(ensure_native_kernel=False).get_all_specs()
-    except Exception as exc:  # a broken kernel.json must not stop the listing
-        log.warning("could not list Jupyter kernelspecs: %s", exc, exc_info=True)
-        return []
+        found: dict[str, str] = KernelSpecManager(ensure_native_kernel=False).find_kernel_specs()
+    except Exception as exc:  # a broken JUPYTER_* setting must not stop the listing
+        log.warning("could not list Jupyter kernelspecs: %s", exc)
+        log.debug("listing Jupyter kernelspecs failed", exc_info=True)
+        return {}, {}
+    specs: dict[str, tuple[str, dict[str, Any]]] = {}
+    broken: dict[str, str] = {}
+    for name, folder in sorted(found.items()):
+        path = Path(folder) / "kernel.json"
+        try:
+            spec = jsonio.loads(path.read_bytes())
+        except OSError as exc:
+            broken[name] = f"cannot read {path}: {exc.strerror or exc}"
+            continue
+        except ValueError as exc:  # not JSON, not UTF-8, nested too deeply
+            broken[name] = f"{path} is not valid JSON ({' '.join(str(exc).split())[:120]})"
+            continue
+        why = _kernelspec_problem(spec)
+        if why:
+            broken[name] = f"{path}: {why}"
+        else:
+            specs[name] = (folder, spec)
+    return specs, broken
+
+
+def _kernelspec_problem(spec: Any) -> str | None:
+    if not isinstance(spec, dict):
+        return "not a kernelspec (a JSON object with an argv list)"
+    argv = spec.get("argv")
+    if not isinstance(argv, list) or not argv or not all(isinstance(a, str) for a in argv):
+        return "its argv is not a list of strings"
+    if not isinstance(spec.get("env") or {}, dict):
+        return "its env is not a JSON object"
+    return None
+
+
+def kernelspec_targets() -> list[Target]:
+    """Every installed Jupyter kernelspec whose argv starts a Python (broken ones are left
+    out: `read_kernelspecs` says why)."""
+    specs, broken = read_kernelspecs()
+    for name, why in broken.items():
+        log.info("kernelspec %s left out: %s", name, why)
     out = []
-    for name, entry in sorted(specs.items()):
-        spec = entry.get("spec", {})
-        argv = spec.get("argv") or []
-        if not argv or spec.get("language", "python").lower() != "python":
+    for name, (folder, spec) in specs.items():
+        argv = spec["argv"]
+        language = str(spec.get("language") or "python").lower()  # often left out
+        if language != "python":
             continue
         env = {str(k): str(v) for k, v in (spec.get("env") or {}).items()}
-        python = kernelspec_python(str(argv[0]), str(entry.get("resource_dir", "")), env)
-        label = f"Jupyter kernel '{spec.get('display_name', name)}' ({name})"
+        python = kernelspec_python(str(argv[0]), folder, env)
+        label = f"Jupyter kernel '{spec.get('display_name') or name}' ({name})"
         out.append(
             Target(python=python, label=label, kind="kernelspec", env=tuple(env.items()), name=name)
         )

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import re
@@ -15,6 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import psutil
+
+from tfdoctor.core import jsonio
 
 log = logging.getLogger(__name__)
 
@@ -201,7 +202,7 @@ def is_server_process(info: ProcInfo) -> bool:
 
 def _read_server_file(path: Path) -> NotebookServer | None:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = jsonio.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         log.debug("unreadable jupyter server file %s: %s", path, exc)
         return None
@@ -297,7 +298,7 @@ def notebook_sessions(server: NotebookServer, *, timeout_s: float = 1.0) -> dict
         req.add_header("Authorization", f"token {server.token}")
     try:
         with urllib.request.urlopen(req, timeout=timeout_s) as resp:
-            data = json.loads(resp.read(4 * 1024 * 1024).decode("utf-8", "replace"))
+            data = jsonio.loads(resp.read(4 * 1024 * 1024).decode("utf-8", "replace"))
     except (urllib.error.URLError, OSError, ValueError) as exc:
         log.debug("jupyter server %s did not list sessions: %s", server.url, exc)
         return {}

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import collections
 import importlib.util
-import json
 import logging
 import os
 import shutil
@@ -19,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tfdoctor.core import jsonio
 from tfdoctor.core.bench import procgroup
 from tfdoctor.core.model import Fact, ProbeResult, ProbeStatus, Target
 
@@ -97,7 +97,7 @@ def python_version(python: str, timeout_s: float = 20.0) -> tuple[int, int, int]
     for line in proc.stdout.splitlines():
         if line.startswith("TFDOCTOR-PY "):
             try:
-                major, minor, micro = json.loads(line[len("TFDOCTOR-PY ") :])["version"]
+                major, minor, micro = jsonio.loads(line[len("TFDOCTOR-PY ") :])["version"]
             except (ValueError, KeyError, TypeError):
                 break
             if (major, minor) < (3, 6):
@@ -280,7 +280,7 @@ class _RecordTail:
         out = []
         for raw in lines:
             try:
-                rec = json.loads(raw)
+                rec = jsonio.loads(raw)
             except ValueError:
                 log.debug("ignoring a malformed probe record: %r", raw[:200])
                 continue

@@ -4,6 +4,7 @@ undo, and hostile values that must not inject."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -119,3 +120,121 @@ def test_cli_export_fix(tmp_path: Path) -> None:
 def test_every_format_names_its_causes_and_fixes(fmt: str) -> None:
     text = export.export(fmt, [], ["gpu_memory_contention"])
     assert "gpu_memory_contention" in text and "memory_growth" in text
+
+
+SHELLS = [s for s in ("sh", "bash", "dash", "zsh") if shutil.which(s)]
+
+
+def applied(tmp_path: Path, rc: bytes | None, shell: str = "sh") -> tuple[Path, Path, Path]:
+    """(home, .bashrc, script) after `--apply` of the memory-growth script on `rc`."""
+    home = tmp_path / "home"
+    home.mkdir()
+    bashrc = home / ".bashrc"
+    if rc is not None:
+        bashrc.write_bytes(rc)
+    script = write(tmp_path, export.export("sh", ["memory_growth"]))
+    run = subprocess.run(
+        [shell, str(script), "--apply"],
+        env={"HOME": str(home), "PATH": os.environ["PATH"]},
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert run.returncode == 0, run.stderr
+    return home, bashrc, script
+
+
+def sourced(home: Path, shell: str = "bash") -> str:
+    """TF_FORCE_GPU_ALLOW_GROWTH in a new shell that reads the startup file."""
+    return subprocess.run(
+        [shell, "-c", '. "$HOME/.bashrc" && printf %s "$TF_FORCE_GPU_ALLOW_GROWTH"'],
+        env={"HOME": str(home), "PATH": os.environ["PATH"]},
+        capture_output=True,
+        text=True,
+        timeout=30,
+    ).stdout
+
+
+@pytest.mark.parametrize("shell", SHELLS)
+@pytest.mark.parametrize(
+    "rc",
+    [b"alias ll='ls -l'", b"alias ll='ls -l'\n", b"", b"a\r\nb\r\n", None],
+    ids=["no final newline", "newline", "empty", "crlf", "absent"],
+)
+def test_the_startup_file_edit_is_newline_safe_and_undone_to_the_byte(
+    tmp_path: Path, rc: bytes | None, shell: str
+) -> None:
+    home, bashrc, script = applied(tmp_path, rc, shell)
+    text = bashrc.read_bytes()
+    if rc:  # the user's lines are all still there, whole, and ours is a line of its own
+        assert text.startswith(rc.rstrip(b"\n") + b"\n")
+    assert (
+        text.splitlines().count(b". '" + str(home).encode() + b"/.tfdoctor/env.sh'  # tfdoctor")
+        == 1
+    )
+    assert sourced(home) == "true"
+    assert sh(script, home, "--apply").returncode == 0 and bashrc.read_bytes() == text  # idempotent
+    undo = sh(script, home, "--undo")
+    assert undo.returncode == 0, undo.stderr
+    if rc is None:
+        assert not bashrc.exists()
+    else:
+        assert bashrc.read_bytes() == rc
+    assert not (home / ".tfdoctor" / "env.sh").exists()
+    assert not (home / ".tfdoctor").exists()  # nothing left behind
+
+
+def test_undo_after_the_user_edited_deletes_only_its_own_line(tmp_path: Path) -> None:
+    home, bashrc, script = applied(tmp_path, b"export A=1")
+    ours = next(ln for ln in bashrc.read_text().splitlines() if ln.endswith("# tfdoctor"))
+    mine = f"# my note: {ours} was added by tfdoctor"  # our line inside one of the user's
+    with bashrc.open("a") as f:
+        f.write(f"{mine}\nexport B=2\n")
+    undo = sh(script, home, "--undo")
+    assert undo.returncode == 0 and "changed since" in undo.stdout
+    assert bashrc.read_text() == f"export A=1\n{mine}\nexport B=2\n"
+    assert (home / ".tfdoctor" / "rc-before-tfdoctor").read_bytes() == b"export A=1"
+
+
+def test_a_symlinked_startup_file_stays_a_link_and_keeps_its_mode(tmp_path: Path) -> None:
+    dotfiles = tmp_path / "dotfiles"
+    dotfiles.mkdir()
+    real = dotfiles / "bashrc"
+    real.write_bytes(b"export A=1\n")
+    real.chmod(0o600)
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / ".bashrc").symlink_to(real)
+    script = write(tmp_path, export.export("sh", ["memory_growth"]))
+    assert sh(script, home, "--apply").returncode == 0
+    assert (home / ".bashrc").is_symlink() and b"# tfdoctor" in real.read_bytes()
+    with real.open("a") as f:  # changed since: the undo rewrites it without our line
+        f.write("export B=2\n")
+    assert sh(script, home, "--undo").returncode == 0
+    assert (home / ".bashrc").is_symlink() and real.read_bytes() == b"export A=1\nexport B=2\n"
+    assert real.stat().st_mode & 0o777 == 0o600
+
+
+@pytest.mark.parametrize("kind", ["directory", "fifo", "dangling link", "read-only"])
+def test_a_startup_file_that_is_no_writable_regular_file_is_refused(
+    tmp_path: Path, kind: str
+) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    rc = home / ".bashrc"
+    if kind == "directory":
+        rc.mkdir()
+    elif kind == "fifo":
+        os.mkfifo(rc)
+    elif kind == "dangling link":
+        rc.symlink_to(tmp_path / "nowhere")
+    else:
+        rc.write_text("export A=1\n")
+        rc.chmod(0o444)  # the script reads the mode bits: root is refused too
+    script = write(tmp_path, export.export("sh", ["memory_growth"]))
+    run = sh(script, home, "--apply")
+    assert run.returncode == 1 and "not touched" in run.stderr
+    assert len(run.stderr.strip().splitlines()) == 1
+    assert not (home / ".tfdoctor").exists()
+    if kind == "read-only":
+        assert rc.read_text() == "export A=1\n"

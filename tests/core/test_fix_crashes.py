@@ -133,3 +133,68 @@ def test_a_kill_at_every_write_of_undo_finishes_the_undo(tmp_path: Path) -> None
             assert m.run("fixes", "undo")[0] != 0  # nothing left to undo
     print(f"crash points of undo: {tried}")
     assert tried >= 3
+
+
+SCRIPT_SYSCALLS = ("write", "rename", "renameat", "renameat2", "unlink", "unlinkat", "mkdir")
+
+
+class Home:
+    """A scratch HOME with a .bashrc, and the exported fix script that edits it."""
+
+    def __init__(self, root: Path, rc: bytes) -> None:
+        from tfdoctor.core.fixes import export
+
+        if root.exists():
+            shutil.rmtree(root)
+        self.home = root / "home"
+        self.home.mkdir(parents=True)
+        self.rc = self.home / ".bashrc"
+        self.rc.write_bytes(rc)
+        self.script = root / "fix.sh"
+        self.script.write_text(export.export("sh", ["memory_growth"]))
+        self.log = root / "strace.log"
+
+    def files(self) -> dict[str, bytes]:
+        return {
+            str(p.relative_to(self.home)): p.read_bytes()
+            for p in self.home.rglob("*")
+            if p.is_file()
+        }
+
+    def run(self, mode: str, inject: str | None = None) -> tuple[int, bool]:
+        cmd = ["sh", str(self.script), mode]
+        if inject:  # -f: cp, mv, cat and the rest are killed at their own calls too
+            cmd = ["strace", "-f", "-qq", "-o", str(self.log), "-e",
+                   f"trace={inject.split(':')[0]}", "-e", f"inject={inject}", *cmd]  # fmt: skip
+        env = {"HOME": str(self.home), "PATH": os.environ["PATH"]}
+        p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=60)
+        killed = bool(inject) and "killed by SIGKILL" in self.log.read_text(errors="replace")
+        return p.returncode, killed
+
+
+@pytest.mark.parametrize("rc", [b"export A=1", b"export A=1\n"], ids=["no final newline", "nl"])
+def test_a_kill_at_every_write_of_the_exported_script(tmp_path: Path, rc: bytes) -> None:
+    """apply and undo of the exported .sh: after a kill the .bashrc is the old one or the old
+    one plus one whole line, the next run finishes the job, and undo gives back every byte."""
+    clean = Home(tmp_path / "h", rc)
+    assert clean.run("--apply")[0] == 0
+    new = clean.rc.read_bytes()
+    tried = {"apply": 0, "undo": 0}
+    for mode in ("--apply", "--undo"):
+        for syscall in SCRIPT_SYSCALLS:
+            for n in range(1, MAX_POINTS):
+                h = Home(tmp_path / "h", rc)
+                if mode == "--undo":
+                    assert h.run("--apply")[0] == 0
+                code, killed = h.run(mode, inject=f"{syscall}:signal=SIGKILL:when={n}")
+                if not killed:
+                    assert code == 0
+                    break
+                tried[mode[2:]] += 1
+                assert h.rc.read_bytes() in (rc, new), f"{mode} {syscall} #{n}: a torn .bashrc"
+                assert h.run(mode)[0] == 0  # the next run finishes what was started
+                assert h.rc.read_bytes() == (new if mode == "--apply" else rc)
+                assert h.run("--undo")[0] == 0
+                assert h.files() == {".bashrc": rc}, f"{mode} {syscall} #{n}: left behind"
+    print(f"crash points of the exported script: {tried}")
+    assert tried["apply"] >= 5 and tried["undo"] >= 5, tried

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tfdoctor.core import jsonio
 from tfdoctor.core.paths import atomic_write
 from tfdoctor.core.probes.jupyter import KernelLocation, ProcInfo
 
@@ -133,13 +134,16 @@ def load_snapshot(path: str | os.PathLike[str]) -> Snapshot:
     try:
         text = p.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        raise SnapshotError(f"{p.name}: cannot read the snapshot ({exc})") from exc
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+        raise SnapshotError(f"{p.name}: cannot read the snapshot ({why})") from exc
     try:
-        data = json.loads(text)
+        data = jsonio.loads(text)
     except json.JSONDecodeError as exc:
         raise SnapshotError(
             f"{p.name}: not a JSON file ({exc.msg} at line {exc.lineno} column {exc.colno})"
         ) from exc
+    except ValueError as exc:
+        raise SnapshotError(f"{p.name}: not a JSON file ({exc})") from exc
     return Snapshot.from_json(data, name=p.name)
 
 
