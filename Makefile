@@ -56,6 +56,7 @@ perf: $(DEV_STAMP)
 	$(BIN)/python tests/perf/bench_supervisor.py
 	$(BIN)/python tests/perf/bench_gui.py
 	$(BIN)/python tests/perf/bench_events.py
+	$(BIN)/python tests/perf/bench_monitor.py
 
 # The one-folder desktop bundle dist/tfdoctor/ (PyInstaller, no TensorFlow inside; see
 # packaging/README.md), then the bundled app opened offscreen: a bundle that cannot start fails.

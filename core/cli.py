@@ -616,11 +616,39 @@ def _verify_fix(
     options: Any,
     params: dict[str, str],
 ) -> int:
-    from tfdoctor.core.bench.verify import verify
+    import threading
+
+    from tfdoctor.core.bench.verify import Verification, verify
 
     if sys.stderr.isatty() and not args.json:
         print("  running without the fix, then with it…", file=sys.stderr)
-    v = verify(target, config, args.verify_fix, params, options)
+    cancel, done = threading.Event(), threading.Event()
+    box: dict[str, Verification | BaseException] = {}
+
+    def work() -> None:
+        try:
+            box["v"] = verify(target, config, args.verify_fix, params, options, cancel=cancel)
+        except Exception as exc:  # noqa: BLE001 - said in one line below
+            box["error"] = exc
+        finally:
+            done.set()
+
+    threading.Thread(target=work, name="tfdoctor-verify", daemon=True).start()
+    try:
+        # an Event, not Thread.join: on Python 3.11 a join interrupted by Ctrl-C marks the
+        # thread as ended, and the next join would not wait for the clean-up
+        while not done.wait(0.2):
+            pass
+    except KeyboardInterrupt:
+        # as a plain run: stop the worker's group and remove its cgroup before leaving
+        cancel.set()
+        done.wait(30)
+        raise
+    error = box.get("error")
+    if error is not None:
+        return _fail(" ".join(str(error).split()) or type(error).__name__)
+    v = box["v"]
+    assert isinstance(v, Verification)
     if args.json:
         json.dump(v.to_json(), sys.stdout, indent=2, default=str)
         sys.stdout.write("\n")

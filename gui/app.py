@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
+import signal
+import socket
 import sys
 import tempfile
+from collections.abc import Iterator
 
-from PySide6.QtCore import QCoreApplication, QEvent, Qt, QTimer
+from PySide6.QtCore import QCoreApplication, QEvent, QSocketNotifier, Qt, QTimer
 from PySide6.QtGui import QColor, QImage, QPalette
 from PySide6.QtWidgets import QApplication
 
@@ -115,6 +119,47 @@ def no_display_reason(env: dict[str, str] | None = None) -> str | None:
     )
 
 
+@contextlib.contextmanager
+def _close_on_signals(window: MainWindow) -> Iterator[list[int]]:
+    """Ctrl-C, SIGTERM and SIGHUP close the window as its close button does: a running
+    benchmark, check or verification is stopped and its cgroup removed before the exit.
+
+    Python runs a signal handler only when the interpreter gets control, which the Qt event
+    loop does not give it: the signal's byte on a wakeup socket wakes a QSocketNotifier.
+    Yields the signals received (the first decides the exit code).
+    """
+    received: list[int] = []
+    rsock, wsock = socket.socketpair()
+    rsock.setblocking(False)
+    wsock.setblocking(False)
+    notifier = QSocketNotifier(rsock.fileno(), QSocketNotifier.Type.Read)
+    notifier.activated.connect(lambda *_: rsock.recv(512))  # the handler runs after this
+
+    def handler(signum: int, _frame: object) -> None:
+        received.append(signum)
+        QTimer.singleShot(0, window.close)
+
+    sigs = [s for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP) if hasattr(signal, s.name)]
+    try:
+        old_fd = signal.set_wakeup_fd(wsock.fileno())
+        old = {sig: signal.signal(sig, handler) for sig in sigs}
+    except ValueError:  # not the main thread (an embedding host): leave signals alone
+        notifier.setEnabled(False)
+        rsock.close()
+        wsock.close()
+        yield received
+        return
+    try:
+        yield received
+    finally:
+        for sig, prev in old.items():
+            signal.signal(sig, prev)
+        signal.set_wakeup_fd(old_fd)
+        notifier.setEnabled(False)
+        rsock.close()
+        wsock.close()
+
+
 def main(smoke_test: bool = False) -> int:
     """Open the main window and run the event loop; returns the process exit code."""
     reason = no_display_reason() or platform_check.missing_plugin_reason()
@@ -142,8 +187,11 @@ def main(smoke_test: bool = False) -> int:
         # Both timers are owned by the window, so they die with it.
         QTimer.singleShot(SMOKE_RENDER_DELAY_MS, window, finish)
         QTimer.singleShot(SMOKE_WATCHDOG_MS, window, lambda: app.exit(3))
-    code = app.exec()
+    with _close_on_signals(window) as received:
+        code = app.exec()
     window.close()
+    if received:  # ended by a signal: say so in the exit code, as a shell would
+        code = 128 + received[0]
     # Delete the window (and the timers it owns) now, not at some later event loop: main()
     # also runs inside test processes whose QApplication outlives this call.
     window.deleteLater()

@@ -118,6 +118,13 @@ class CheckBridge(QObject):
         if self._run is not None:
             self._run.cancel()
 
+    def wait(self, timeout_s: float) -> None:
+        """Block up to `timeout_s` for a cancelled check to end (at shutdown)."""
+        self._validation.wait(timeout_s)
+        run = self._run
+        if run is not None:
+            run.wait(timeout_s)
+
     # -- polling (GUI thread)
 
     def _on_validation_done(self, run: CheckRun | None) -> None:
@@ -293,6 +300,11 @@ class BenchBridge(QObject):
     def cancel(self) -> None:
         if self._run is not None:
             self._run.cancel()
+
+    def wait(self, timeout_s: float) -> bool:
+        """Block up to `timeout_s` for the run's end (at shutdown); True when none runs."""
+        run = self._run
+        return run is None or run.wait(timeout_s)
 
     def _on_timer_tick(self) -> None:
         run = self._run

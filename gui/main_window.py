@@ -346,6 +346,8 @@ class MainWindow(QMainWindow):
         if self.session.target is not None:
             self.settings.setValue("target/python", self.session.target.python)
             self.settings.setValue("target/label", self.session.target.label)
+        self.hide()  # gone at once; what runs is stopped below
         self.check_page.shutdown()
         self.bench_page.shutdown()
+        self.fix_page.shutdown()
         super().closeEvent(event)

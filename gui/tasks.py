@@ -48,6 +48,19 @@ class Task(QObject):
         self._timer.start()
         return True
 
+    def wait(self, timeout_s: float) -> bool:
+        """Block up to `timeout_s` for the running call (at shutdown); True when none runs."""
+        fut = self._pending
+        if fut is None:
+            return True
+        try:
+            fut.result(timeout=timeout_s)
+        except TimeoutError:
+            return False
+        except Exception:  # noqa: BLE001 - its end is all that matters here
+            pass
+        return True
+
     def _on_timer_tick(self) -> None:
         fut = self._pending
         if fut is None or not fut.done():

@@ -425,10 +425,14 @@ def live_gpu_pids() -> set[int] | None:
     return pids
 
 
+TERM_WAIT_S = 5.0  # after a shutdown request that did not end it
+KILL_WAIT_S = 5.0
+
+
 def stop_process(
     pid: int,
     *,
-    wait_s: float = 20.0,
+    wait_s: float = 10.0,
     other_user: bool = False,
     gpu_pids: set[int] | None = None,
 ) -> str:
@@ -439,8 +443,9 @@ def stop_process(
     another user's process only with `other_user`. A Jupyter kernel is shut down the way
     Jupyter does it: through its notebook server's REST API when the server is found (the
     notebook then shows the kernel as stopped), else with a shutdown request on the kernel's
-    own channels. Any other process gets SIGTERM. Returns one line saying what happened and
-    what NVML shows afterwards.
+    own channels. Any other process gets SIGTERM. What has not ended within `wait_s` gets
+    SIGTERM (after a shutdown request), then SIGKILL. Returns one line saying what happened
+    and what NVML shows afterwards.
 
     Raises:
         FixError: no such process, one tfdoctor must not stop, or it did not stop in time.
@@ -507,17 +512,35 @@ def stop_process(
         except Exception:  # a kernel that does not answer: fall back to a signal
             log.info("kernel %s did not take a shutdown request", pid, exc_info=True)
             how = ""
-    if not how:
-        try:
-            proc.send_signal(signal.SIGTERM)
-        except psutil.NoSuchProcess:
-            return f"process {pid} had already exited"
-        except psutil.AccessDenied:
-            raise FixError(f"not allowed to stop process {pid}") from None
-        how = f"process {pid} sent SIGTERM"
-    deadline = time.monotonic() + wait_s
-    while time.monotonic() < deadline:
-        if not proc.is_running() or proc.status() == psutil.STATUS_ZOMBIE:
-            return f"{how}; it has exited. {_gpu_memory_now(pid)}"
-        time.sleep(0.1)
-    raise FixError(f"{how}, but it is still running after {wait_s:.0f} s")
+
+    def ended(within_s: float) -> bool:
+        deadline = time.monotonic() + within_s
+        while time.monotonic() < deadline:
+            try:
+                if not proc.is_running() or proc.status() == psutil.STATUS_ZOMBIE:
+                    return True
+            except psutil.NoSuchProcess:
+                return True
+            time.sleep(0.1)
+        return False
+
+    # gently first (the kernel's own shutdown, or SIGTERM), then firmer: the user agreed to
+    # lose its unsaved work, and a process stuck in C code answers nothing else
+    said = [how] if how else []
+    stages: list[tuple[signal.Signals | None, float]] = [(None, wait_s)] if how else []
+    stages += [(signal.SIGTERM, wait_s if not how else TERM_WAIT_S), (signal.SIGKILL, KILL_WAIT_S)]
+    for sig, within_s in stages:
+        if sig is not None:
+            try:
+                proc.send_signal(sig)
+            except psutil.NoSuchProcess:
+                break
+            except psutil.AccessDenied:
+                raise FixError(f"not allowed to stop process {pid}") from None
+            said.append(f"sent {signal.Signals(sig).name}" if said else
+                        f"process {pid} sent {signal.Signals(sig).name}")  # fmt: skip
+        if ended(within_s):
+            return f"{'; '.join(said)}; it has exited. {_gpu_memory_now(pid)}"
+    if not said:
+        return f"process {pid} had already exited"
+    raise FixError(f"{'; '.join(said)}, but it is still running (stuck in the kernel?)")

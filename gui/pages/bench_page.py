@@ -453,10 +453,12 @@ class BenchPage(QWidget):
     def show_demo(self) -> None:
         self.replay_trace(DEMO_TRACE)
 
-    def shutdown(self) -> None:
-        """Stop a run when the window closes (the worker and its children are killed)."""
+    def shutdown(self, wait_s: float = 15.0) -> None:
+        """Stop a run when the window closes: the worker and its children are killed and its
+        memory cgroup removed before the app exits (waits up to `wait_s`)."""
         if self.running:
             self.bridge.cancel()
+            self.bridge.wait(wait_s)
 
     # ------------------------------------------------------------------ slots
     def _on_bridge_event(self, kind: str, data: Any) -> None:

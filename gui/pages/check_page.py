@@ -288,6 +288,7 @@ class CheckPage(QWidget):
     def shutdown(self) -> None:
         """Stop any running check (its child process is killed by core) before the app exits."""
         self.bridge.cancel()
+        self.bridge.wait(10.0)
         self._clock.stop()
 
     # ------------------------------------------------------------------ UI states

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import html
 import logging
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -135,6 +136,10 @@ class FixPage(QWidget):
         self._verify_task.sig_done.connect(self._on_verify_done)
         self._verify_task.sig_failed.connect(self._on_verify_failed)
         self._verifying: str | None = None  # the fix being verified
+        self._verify_cancel = threading.Event()
+        self._stop_task = Task(self, name="tfdoctor-stop-process", poll_ms=100)
+        self._stop_task.sig_done.connect(self._on_stop_done)
+        self._stop_task.sig_failed.connect(self._on_stop_done)
 
     @property
     def verifying(self) -> bool:
@@ -283,11 +288,18 @@ class FixPage(QWidget):
         )
         if answer != QMessageBox.StandardButton.Yes:
             return
+        # stopping waits for the process to end (up to 20 s): never on the GUI thread
+        if not self._stop_task.submit(fixes.stop_process, int(proc["pid"])):
+            self.sig_status_changed.emit("Still stopping the last process: wait for it")
+            return
         row = self.rows.get("stop_gpu_process")
-        try:
-            msg = fixes.stop_process(int(proc["pid"]))
-        except fixes.FixError as exc:
-            msg = str(exc)
+        if row is not None:
+            row.show_result(f"Stopping pid {html.escape(str(proc.get('pid')))}…")
+        self.sig_status_changed.emit(f"Stopping pid {proc.get('pid')}…")
+
+    def _on_stop_done(self, result: object) -> None:
+        msg = str(result)  # what NVML shows afterwards, or why it was not stopped
+        row = self.rows.get("stop_gpu_process")
         if row is not None:
             row.show_result(html.escape(msg))
         self.sig_status_changed.emit(msg)
@@ -313,11 +325,20 @@ class FixPage(QWidget):
             return
         before = (bench, list(self.session.telemetry))
         options = self.session.bench_options or SupervisorOptions(sample_every_s=0.1)
+        self._verify_cancel = threading.Event()
         self._verify_task.submit(
-            verify_mod.verify, target, bench.config, [fid], None, options, before=before
-        )
+            verify_mod.verify, target, bench.config, [fid], None, options, before=before,
+            cancel=self._verify_cancel,
+        )  # fmt: skip
         self._verifying = fid
         self.rows[fid].show_result("Running the benchmark with the fix…")
+
+    def shutdown(self, wait_s: float = 15.0) -> None:
+        """Before the app exits: stop a verification run (its worker is killed and its memory
+        cgroup removed) and let a stop-process finish; waits up to `wait_s`."""
+        self._verify_cancel.set()
+        self._verify_task.wait(wait_s)
+        self._stop_task.wait(wait_s)
 
     def _on_verify_failed(self, exc: Exception) -> None:
         fid, self._verifying = self._verifying, None

@@ -421,3 +421,18 @@ def test_an_existing_env_file_keeps_its_lines_and_gets_one_block(
     fixes.undo()
     fixes.undo()
     assert target.read_text() == mine  # byte for byte
+
+
+def test_a_process_that_ignores_sigterm_is_killed_after_the_wait() -> None:
+    """The user agreed to stop it: what ignores SIGTERM (stuck in C code, a trapped signal)
+    gets SIGKILL after the wait, and the message says so."""
+    stubborn = subprocess.Popen(
+        [sys.executable, "-c",
+         "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+         "print('ready', flush=True); time.sleep(60)"],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert stubborn.stdout is not None and stubborn.stdout.readline() == "ready\n"
+    msg = fixes.stop_process(stubborn.pid, wait_s=1.0, gpu_pids={stubborn.pid})
+    assert "SIGTERM" in msg and "SIGKILL" in msg and "exited" in msg
+    assert stubborn.wait(5) == -signal.SIGKILL

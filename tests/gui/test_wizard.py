@@ -257,3 +257,45 @@ def test_a_leak_seen_in_the_telemetry_is_shown_on_the_plot(qtbot, window) -> Non
     assert region is not None
     start, end = region.getRegion()
     assert end > start and (start, end) == next(e.at for e in leak.cause.evidence if e.at)
+
+
+def test_stopping_a_kernel_never_freezes_the_window(qtbot, window, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Stopping a process waits for it to end (a Jupyter kernel is asked to shut down first):
+    that wait is off the GUI thread; the result appears when it is over."""
+    import time
+
+    from jupyter_client import KernelManager
+    from PySide6.QtWidgets import QMessageBox
+
+    km = KernelManager(kernel_name="python3")
+    km.start_kernel()
+    try:
+        kc = km.client()
+        kc.start_channels()
+        kc.wait_for_ready(timeout=60)
+        # a kernel stuck in C code that ignores SIGTERM: it cannot answer, so stopping it
+        # takes the shutdown request's wait, then SIGTERM's, then SIGKILL (seconds)
+        kc.execute(
+            "import signal, ctypes; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+            "ctypes.CDLL(None).sleep(120)"
+        )
+        time.sleep(1.0)
+        kc.stop_channels()
+        pid = km.provisioner.process.pid  # type: ignore[union-attr]
+        monkeypatch.setattr(QMessageBox, "question", lambda *a, **k: QMessageBox.StandardButton.Yes)
+        messages: list[str] = []
+        window.fix_page.sig_status_changed.connect(messages.append)
+        started = time.monotonic()
+        window.fix_page.stop_process({"pid": pid, "name": "python", "used_mib": 1000})
+        assert time.monotonic() - started < 0.5  # the click returns at once
+        assert messages and "Stopping" in messages[-1]
+        ticks: list[float] = []
+        timer_id = window.startTimer(50)
+        monkeypatch.setattr(window, "timerEvent", lambda _e: ticks.append(time.monotonic()))
+        qtbot.waitUntil(lambda: "SIGKILL" in messages[-1], timeout=60_000)
+        window.killTimer(timer_id)
+        assert not km.is_alive()
+        assert len(ticks) >= 20  # the event loop ran on (every 50 ms) while it waited
+    finally:
+        if km.has_kernel:
+            km.shutdown_kernel(now=True)
