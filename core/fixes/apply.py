@@ -193,26 +193,26 @@ def apply_to_kernelspec(
     if p.preamble and not (p.env or p.unset):
         raise FixError("these fixes are Python code: paste the notebook preamble instead")
     src = _kernelspec_dir(name)
-    spec = _read_kernel_json(src)
-    if in_place:
-        dest = src
-    else:
-        dest = _user_kernels_dir() / (name + CLONE_SUFFIX)
-        if dest.exists():
-            spec = _read_kernel_json(dest)
-        else:
-            base = str(spec.get("display_name") or name)
-            spec["display_name"] = f"{base} (tfdoctor)"
-    env = dict(spec.get("env") or {})
-    env.update(p.env)
-    for k in p.unset:
-        env.pop(k, None)
-    spec["env"] = env
-    if not spec["env"]:
-        spec.pop("env")
-    if in_place:
-        check_writable(dest / "kernel.json", force)
+    _read_kernel_json(src)  # refused before anything starts
+    dest = src if in_place else _user_kernels_dir() / (name + CLONE_SUFFIX)
     with Transaction("kernelspec", p.fix_ids, str(dest)) as tx:
+        # read under the lock: two applies at once must not both start from the old file
+        spec = _read_kernel_json(src)
+        if not in_place:
+            if dest.exists():
+                spec = _read_kernel_json(dest)
+            else:
+                base = str(spec.get("display_name") or name)
+                spec["display_name"] = f"{base} (tfdoctor)"
+        env = dict(spec.get("env") or {})
+        env.update(p.env)
+        for k in p.unset:
+            env.pop(k, None)
+        spec["env"] = env
+        if not spec["env"]:
+            spec.pop("env")
+        if in_place:
+            check_writable(dest / "kernel.json", force)
         if not in_place and not (dest / "kernel.json").exists():
             if dest.exists():
                 raise FixError(f"{dest} exists but holds no kernel.json: move it away first")
@@ -227,6 +227,36 @@ def apply_to_kernelspec(
             tx.write(dest / "kernel.json", _spec_bytes(spec))
         rec = tx.commit()
     return rec or {"changed": False, "target": str(dest)}
+
+
+def _merged(p: Plan, earlier: str) -> Plan:
+    """`p` on top of the variables an earlier apply wrote (its env-file block or conda hook):
+    applying a second fix keeps the first one's settings, as a kernelspec's env block does."""
+    env: dict[str, str] = {}
+    unset: list[str] = []
+    ids: list[str] = []
+    for line in earlier.splitlines():
+        head = re.match(r"#\s*(?:tfdoctor:|written by tfdoctor:)\s*fixes\s+([^;]*)", line)
+        if head:
+            ids += [f.strip() for f in head.group(1).split(",") if f.strip()]
+            continue
+        try:
+            words = shlex.split(line)
+        except ValueError:
+            continue
+        if len(words) == 2 and words[0] == "export" and "=" in words[1]:
+            k, _, v = words[1].partition("=")
+            if not k.startswith("_TFDOCTOR_SAVED_"):
+                env[k] = v
+                unset = [u for u in unset if u != k]
+        elif len(words) == 2 and words[0] == "unset" and not words[1].startswith("_TFDOCTOR"):
+            env.pop(words[1], None)
+            unset.append(words[1])
+    for k in p.unset:
+        env.pop(k, None)
+    env.update(p.env)
+    unset = [u for u in dict.fromkeys([*unset, *p.unset]) if u not in env]
+    return Plan(tuple(dict.fromkeys([*ids, *p.fix_ids])), env, tuple(unset), p.preamble)
 
 
 def _sh_hook(p: Plan) -> tuple[bytes, bytes]:
@@ -262,11 +292,16 @@ def apply_to_conda(p: Plan, prefix: str | Path, *, force: bool = False) -> dict[
         raise FixError(f"{env_dir} is not a conda environment (no conda-meta folder)")
     if not (p.env or p.unset):
         raise FixError("these fixes are Python code: paste the notebook preamble instead")
-    act, deact = _sh_hook(p)
     hooks = env_dir / "etc" / "conda"
     for hook in (hooks / "activate.d" / CONDA_HOOK, hooks / "deactivate.d" / CONDA_HOOK):
         check_writable(hook, force)
     with Transaction("conda", p.fix_ids, str(env_dir)) as tx:
+        active = hooks / "activate.d" / CONDA_HOOK
+        try:  # read under the lock: an earlier fix's variables stay
+            earlier = active.read_text(encoding="utf-8") if active.is_file() else ""
+        except (OSError, UnicodeDecodeError) as exc:
+            raise FixError(f"cannot read {active}: {exc}; nothing was changed") from None
+        act, deact = _sh_hook(_merged(p, earlier))
         tx.write(hooks / "activate.d" / CONDA_HOOK, act, 0o644)
         tx.write(hooks / "deactivate.d" / CONDA_HOOK, deact, 0o644)
         rec = tx.commit()
@@ -284,8 +319,8 @@ def env_file_text(p: Plan, existing: str | None = None) -> str:
     lines = [f"# tfdoctor: fixes {', '.join(p.fix_ids)}; use with: source this-file"]
     lines += [f"export {k}={shlex.quote(v)}" for k, v in sorted(p.env.items())]
     lines += [f"unset {k}" for k in p.unset]
-    if existing is None:
-        return "\n".join(lines) + "\n"
+    if existing is None or existing.startswith("# tfdoctor: fixes"):  # new, or all ours
+        existing = ""
     kept = existing.splitlines(keepends=True)
     marks = [line.rstrip("\r\n") for line in kept]
     begins = [i for i, m in enumerate(marks) if m == ENV_BLOCK_BEGIN]
@@ -297,6 +332,19 @@ def env_file_text(p: Plan, existing: str | None = None) -> str:
     if head and not head.endswith("\n"):
         head += "\n"
     return head + "\n".join([ENV_BLOCK_BEGIN, *lines, ENV_BLOCK_END]) + "\n"
+
+
+def _block_of(text: str) -> str:
+    """The lines of tfdoctor's block in an env file (a whole file tfdoctor wrote is one)."""
+    lines = text.splitlines()
+    if lines and lines[0].startswith("# tfdoctor: fixes"):
+        return text
+    if ENV_BLOCK_BEGIN in lines:
+        start = len(lines) - 1 - lines[::-1].index(ENV_BLOCK_BEGIN)
+        end = next((j for j in range(start, len(lines)) if lines[j] == ENV_BLOCK_END), None)
+        if end is not None:
+            return "\n".join(lines[start + 1 : end])
+    return ""
 
 
 def apply_to_env_file(p: Plan, path: str | Path, *, force: bool = False) -> dict[str, Any]:
@@ -312,7 +360,7 @@ def apply_to_env_file(p: Plan, path: str | Path, *, force: bool = False) -> dict
         raise FixError(f"cannot write {target}: folder {target.parent} does not exist")
     check_writable(target, force)
     with Transaction("env_file", p.fix_ids, str(target)) as tx:
-        existing = None
+        existing = None  # read under the lock: an earlier fix's variables stay
         if target.exists():
             try:
                 existing = target.read_text(encoding="utf-8")
@@ -322,9 +370,8 @@ def apply_to_env_file(p: Plan, path: str | Path, *, force: bool = False) -> dict
                 ) from None
             except OSError as exc:
                 raise FixError(f"cannot read {target}: {exc.strerror or exc}") from None
-        tx.write(
-            target, env_file_text(p, existing).encode(), None if existing is not None else 0o644
-        )
+        text = env_file_text(_merged(p, _block_of(existing or "")), existing)
+        tx.write(target, text.encode(), None if existing is not None else 0o644)
         rec = tx.commit()
     return rec or {"changed": False, "target": str(target)}
 

@@ -490,11 +490,22 @@ def test_planted_secrets_reach_no_output_unless_asked(tmp_path: Path) -> None:
         "check": tfdoctor("check", "--kernel", "with-secrets", "--all", env=env),
         "envs --json": tfdoctor("envs", "--json", env=env),
         "capture": tfdoctor("capture", str(snapshot), env=env),
+        "bench --json": tfdoctor(
+            *("bench", "--kernel", "with-secrets", "--device", "cpu", "--preset", "mlp"),
+            *("--steps", "3", "--json"),
+            env={**env, "TFDOCTOR_STATE_DIR": str(tmp_path / "state")},
+        ),
     }
     for what, p in outputs.items():
         assert p.returncode in (0, 1), (what, p.stderr)
         text = p.stdout + p.stderr + (snapshot.read_text() if what == "capture" else "")
         assert SECRET not in text and PROXY_PASSWORD not in text, what
+    # nor what the run keeps on disk (its output, events, stacks)
+    kept = [f for f in (tmp_path / "state").rglob("*") if f.is_file()]
+    assert kept
+    for f in kept:
+        data = f.read_bytes()
+        assert SECRET.encode() not in data and PROXY_PASSWORD.encode() not in data, f
     report = json.loads(outputs["check --json"].stdout)
     assert report["facts"]["target.env"]["value"]["CUDA_VISIBLE_DEVICES"] == "-1"
     kernel_env = dict(report["target"]["env"])  # the kernelspec's env block, as the target got it

@@ -436,3 +436,52 @@ def test_a_process_that_ignores_sigterm_is_killed_after_the_wait() -> None:
     msg = fixes.stop_process(stubborn.pid, wait_s=1.0, gpu_pids={stubborn.pid})
     assert "SIGTERM" in msg and "SIGKILL" in msg and "exited" in msg
     assert stubborn.wait(5) == -signal.SIGKILL
+
+
+@pytest.mark.parametrize("target", ["kernel in place", "kernel clone", "conda", "env file"])
+def test_fixes_applied_one_after_another_or_at_once_all_stay(
+    tmp_path: Path, jupyter: Path, target: str
+) -> None:
+    """A second fix keeps the first one's settings, and ten applies started at the same
+    moment (the lock serializes them; each reads the file under it) lose none."""
+    conda = tmp_path / "envs" / "tf"
+    (conda / "conda-meta").mkdir(parents=True)
+    env_file = tmp_path / "tf.env"
+    args = {
+        "kernel in place": ["--kernel", "tfd-test", "--in-place"],
+        "kernel clone": ["--kernel", "tfd-test"],
+        "conda": ["--conda", str(conda)],
+        "env file": ["--env-file", str(env_file)],
+    }[target]
+    names = [f"TFD_V{i}" for i in range(10)]
+
+    def apply(i: int) -> subprocess.Popen[str]:
+        code = (  # a one-variable fix of its own: plan() needs a catalog fix, so go below it
+            "from tfdoctor.core import fixes\nfrom tfdoctor.core.fixes import apply as a\n"
+            f"p = fixes.Plan(('fix{i}',), {{'{names[i]}': '{i}'}})\n"
+            f"args = {args!r}\n"
+            "if args[0] == '--kernel': a.apply_to_kernelspec(p, args[1], in_place=len(args) > 2)\n"
+            "elif args[0] == '--conda': a.apply_to_conda(p, args[1])\n"
+            "else: a.apply_to_env_file(p, args[1])\n"
+        )
+        return subprocess.Popen([sys.executable, "-c", code], text=True, stderr=subprocess.PIPE)
+
+    procs = [apply(i) for i in range(10)]  # at the same moment
+    for proc in procs:
+        _, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err
+    if target.startswith("kernel"):
+        name = "tfd-test" if target == "kernel in place" else "tfd-test-tfdoctor"
+        spec = json.loads((jupyter.parent / name / "kernel.json").read_text())
+        got = {k: v for k, v in spec["env"].items() if k.startswith("TFD_V")}
+    else:
+        script = conda / "etc/conda/activate.d/tfdoctor.sh" if target == "conda" else env_file
+        out = bash(
+            f". '{script}'; " + "; ".join(f'printf "%s=%s\\n" {n} "${n}"' for n in names), tmp_path
+        )
+        got = dict(line.split("=", 1) for line in out.splitlines() if not line.endswith("="))
+    assert got == {n: str(i) for i, n in enumerate(names)}, f"lost: {set(names) - set(got)}"
+    assert len(fixes.history()) == 10
+    for _ in range(10):
+        fixes.undo()
+    assert fixes.history() and all(r["undone"] for r in fixes.history())
