@@ -57,6 +57,7 @@ perf: $(DEV_STAMP)
 	$(BIN)/python tests/perf/bench_gui.py
 	$(BIN)/python tests/perf/bench_events.py
 	$(BIN)/python tests/perf/bench_monitor.py
+	$(BIN)/python tests/perf/bench_corpus.py --by-cause
 
 # The one-folder desktop bundle dist/tfdoctor/ (PyInstaller, no TensorFlow inside; see
 # packaging/README.md), then the bundled app opened offscreen: a bundle that cannot start fails.

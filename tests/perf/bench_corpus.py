@@ -1,0 +1,100 @@
+"""How often `tfdoctor diagnose` names the established cause of a real log, on the dev part of
+the corpus (tuned on) and on the sealed part (never tuned on), every time both.
+
+Scores: top-1 (the right cause first; for a harmless log, no cause at all), top-3, the logs it
+answered nothing for although they had a cause, harmless logs it blamed; the same by cause;
+and the calibration of its stated confidence (stated vs observed, by bins) on each part.
+
+Run: .venv/bin/python tests/perf/bench_corpus.py [--by-cause] [--misses dev|sealed]
+Targets (issue 13): sealed top-1 >= 0.90; 0 crashes on any input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from tests.corpus import PARTS, Case, cases
+from tfdoctor.core.diagnose.engine import diagnose
+
+TARGET_SEALED_TOP1 = 0.90
+BINS = ((0.0, 0.5), (0.5, 0.7), (0.7, 0.85), (0.85, 1.01))
+
+
+def ranked(case: Case) -> list[tuple[str, float]]:
+    return [(c.id, c.confidence) for c in diagnose(case.log.encode()).causes]
+
+
+def top1_right(want: str, ids: list[str]) -> bool:
+    return ids[:1] == [want] or (want == "none" and not ids)
+
+
+def top3_right(want: str, ids: list[str]) -> bool:
+    return want in ids[:3] or (want == "none" and not ids)
+
+
+def score(part: str, by_cause: bool, misses: bool) -> float:
+    items = cases(part)
+    if not items:
+        print(f"{part}: no logs")
+        return 0.0
+    n = len(items)
+    top1 = top3 = silent = blamed = 0
+    per: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])  # right first, total, silent
+    calib: dict[int, list[float]] = defaultdict(list)  # bin -> [stated..], with observed
+    observed: dict[int, list[int]] = defaultdict(list)
+    for case in items:
+        got = ranked(case)
+        ids = [i for i, _ in got]
+        ok1 = top1_right(case.want, ids)
+        top1 += ok1
+        top3 += top3_right(case.want, ids)
+        silent += case.want != "none" and not ids
+        blamed += case.want == "none" and bool(ids)
+        per[case.want][0] += ok1
+        per[case.want][1] += 1
+        per[case.want][2] += case.want != "none" and not ids
+        if got:
+            conf = got[0][1]
+            b = next(i for i, (lo, hi) in enumerate(BINS) if lo <= conf < hi)
+            calib[b].append(conf)
+            observed[b].append(int(got[0][0] == case.want))
+        if misses and not ok1:
+            print(f"  miss {case.name}: want {case.want}, got {got[:3]}")
+    print(
+        f"{part:6}: {n:3} logs  top-1 {top1 / n:.2f} ({top1}/{n})  top-3 {top3 / n:.2f}  "
+        f"silent on a cause {silent}  harmless blamed {blamed}"
+    )
+    if by_cause:
+        for want, (right, total, quiet) in sorted(per.items(), key=lambda kv: -kv[1][1]):
+            print(f"        {want:30} {right:3}/{total:<3} first   {quiet} silent")
+    for b, (lo, hi) in enumerate(BINS):
+        if calib[b]:
+            stated = sum(calib[b]) / len(calib[b])
+            seen = sum(observed[b]) / len(observed[b])
+            print(
+                f"        confidence {lo:.2f}-{min(hi, 1):.2f}: {len(calib[b]):3} answers, "
+                f"stated {stated:.2f}, right {seen:.2f}"
+            )
+    return top1 / n
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--by-cause", action="store_true", help="a line per cause")
+    ap.add_argument(
+        "--misses", choices=["dev"], help="list the misses of the dev part (never the sealed)"
+    )
+    args = ap.parse_args()
+    results = {p: score(p, args.by_cause, args.misses == p) for p in PARTS}
+    sealed = results.get("sealed", 0.0)
+    print(f"sealed top-1 {sealed:.2f} (target >= {TARGET_SEALED_TOP1})")
+    return 0 if sealed >= TARGET_SEALED_TOP1 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
