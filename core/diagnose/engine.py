@@ -240,7 +240,18 @@ _CPU_ALLOCATOR = re.compile(
 )  # cpu, mklcpu, bfc_cpu_allocator_for_gpu, gpu_host_bfc
 _DRIVER_SIDE = re.compile(r"^(libcuda\.so|nvcuda\.dll|libnvidia-ml|nvml\.dll)", re.I)
 _RUNTIME = re.compile(r"cudart", re.I)
+_DLOPEN_SIGNATURES = (
+    "dlopen_failed",
+    "shared_object_missing",
+    "dso_couldnt_open",
+    "dylib_not_loaded",
+    "tf_self_check_dll",
+)
 _VERSIONED = re.compile(r"(?:\.so\.|64_)(\d+)(?:\.(\d+))?|64_(\d)(\d)\d?\.dll", re.I)
+
+
+def _version_tuple(text: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in re.findall(r"\d+", text)[:3])
 
 
 def _context_rules(
@@ -255,15 +266,15 @@ def _context_rules(
             notes[cause].append(text)
 
     # A library that failed to load: which one decides the cause.
-    for sid in ("dlopen_failed", "shared_object_missing"):
+    for sid in _DLOPEN_SIGNATURES:
         hit = hits.get(sid)
         if hit is None:
             continue
         for (src, n, text), groups in zip(hit.lines, hit.groups, strict=False):
-            lib = groups.get("lib", "")
+            lib = groups.get("lib") or ""
             line = [(src, n, text)]
-            if lib.startswith("libnvinfer"):
-                continue  # TensorRT: optional, known noise
+            if not lib or lib.startswith("libnvinfer"):
+                continue  # no library named / TensorRT: optional, known noise
             if _DRIVER_SIDE.match(lib):
                 add("no_gpu_visible", 3.5, line)
                 note(
@@ -272,8 +283,10 @@ def _context_rules(
                     "driver is missing here (or the container was started without the GPU).",
                 )
             elif _RUNTIME.search(lib):
-                add("cuda_cudnn_version_mismatch", 2.6, line)
-                add("missing_cuda_libs", 2.2, line)
+                # most often the runtime is simply not installed or not on the loader path;
+                # the version in its name says which CUDA this build needs
+                add("missing_cuda_libs", 2.6, line)
+                add("cuda_cudnn_version_mismatch", 2.2, line)
                 note(
                     "cuda_cudnn_version_mismatch",
                     f"TensorFlow looks for {lib}: the CUDA "
@@ -289,9 +302,43 @@ def _context_rules(
     if nvsmi:
         for (src, n, text), g in zip(nvsmi.lines, nvsmi.groups, strict=False):
             used, total = int(g.get("used", 0)), int(g.get("total", 0))
-            if total and used / total >= 0.9:
-                add("gpu_memory_contention", 3.5, [(src, n, text)])
-                note("gpu_memory_contention", f"nvidia-smi shows {used} of {total} MiB in use.")
+            if total and used / total >= 0.5:
+                add("gpu_memory_contention", 3.5 if used / total >= 0.9 else 2.2, [(src, n, text)])
+                note(
+                    "gpu_memory_contention",
+                    f"nvidia-smi shows {used} of {total} MiB ({used / total:.0%}) already in use.",
+                )
+
+    # cuda_diagnostics prints the kernel module's and libcuda's driver versions: a kernel
+    # module older than the library is a driver update that did not finish (or no reboot).
+    versions = hits.get("driver_reported_versions")
+    if versions:
+        found = {g.get("which"): g.get("version", "") for g in versions.groups}
+        kernel, lib = found.get("kernel"), found.get("libcuda") or found.get("DSO")
+        if kernel and lib and _version_tuple(kernel) < _version_tuple(lib):
+            add("driver_too_old", 3.5, versions.lines)
+            note(
+                "driver_too_old",
+                f"The loaded kernel driver is {kernel} but libcuda is {lib}: the driver in "
+                "use is older than its library (finish the driver update, then reboot).",
+            )
+
+    # /proc/cpuinfo pasted: TensorFlow 1.6+ binaries need AVX.
+    cpu = hits.get("cpu_flags")
+    if cpu and any("avx" not in g.get("flags", "").split() for g in cpu.groups):
+        add("cpu_instructions_unsupported", 4.0, cpu.lines[:1])
+        note(
+            "cpu_instructions_unsupported",
+            "The CPU's flags list no avx: TensorFlow's prebuilt binaries (1.6 and later) need it.",
+        )
+
+    # A device list that shows only the CPU: TensorFlow found no GPU.
+    devices = hits.get("device_list_entry")
+    if devices:
+        kinds = {g.get("kind") or g.get("phys") for g in devices.groups}
+        if kinds and not kinds & {"GPU", "XLA_GPU"}:
+            add("no_gpu_visible", 3.0, devices.lines[:2])
+            note("no_gpu_visible", "The devices TensorFlow lists are CPU only.")
 
     # TF 1.x printed free vs total memory when it created the device.
     free = hits.get("tf1_free_memory")
