@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 import re
 from collections.abc import Iterable, Mapping
@@ -77,6 +78,8 @@ class Diagnoser:
         self.noise_lines = 0
         self.sources: list[str] = []
         self._bfc: dict[str, BfcParser] = {}  # per input: line numbers restart in each
+        # readings a log prints over time (memory after each step...): (line, value) each
+        self.series: dict[str, list[tuple[tuple[str, int, str], float]]] = {}
 
     def feed(self, chunk: Chunk) -> None:
         raw = chunk.raw
@@ -161,6 +164,13 @@ class Diagnoser:
             if len(hit.lines) < EVIDENCE_PER_SIGNATURE:
                 hit.lines.append((chunk.source, chunk.line_at(start), line.strip()[:500]))
                 hit.groups.append(groups)
+            if sig.role == "series":  # every reading counts: never saturated
+                value = _reading(groups.get("value", ""), groups.get("unit", ""))
+                readings = self.series.setdefault(sig.id, [])
+                if value is not None and len(readings) < SERIES_KEPT:
+                    where = (chunk.source, chunk.line_at(start), line.strip()[:500])
+                    readings.append((where, value))
+                continue
             if hit.count == SATURATED:
                 for a in sig.anchors:
                     self._live[a] -= 1
@@ -185,6 +195,7 @@ class Diagnoser:
                 add(cause, w * repeat, hit.lines)
         ooms = [(src, oom) for src, p in self._bfc.items() for oom in p.results()]
         _context_rules(self.hits, add, notes, facts, exit_info)
+        _series_rules(self.series, add, notes)
         _bfc_rules(ooms, self.hits, add, notes, facts)
         # A run that got as far as allocating tensors was not stopped by a missing GPU: the
         # "no driver / cuInit failed" start-up notices then describe the setting, not the crash.
@@ -250,6 +261,40 @@ _DLOPEN_SIGNATURES = (
 _VERSIONED = re.compile(r"(?:\.so\.|64_)(\d+)(?:\.(\d+))?|64_(\d)(\d)\d?\.dll", re.I)
 
 
+SERIES_KEPT = 5000
+_UNITS = {"": 1, "B": 1, "BYTES": 1, "K": 2**10, "KB": 10**3, "KIB": 2**10, "M": 2**20,
+          "MB": 10**6, "MIB": 2**20, "G": 2**30, "GB": 10**9, "GIB": 2**30}  # fmt: skip
+
+
+def _reading(value: str, unit: str) -> float | None:
+    try:
+        return float(value) * _UNITS.get(unit.upper(), 1)
+    except ValueError:
+        return None
+
+
+def _series_rules(
+    series: Mapping[str, list[tuple[tuple[str, int, str], float]]],
+    add: Any,
+    notes: dict[str, list[str]],
+) -> None:
+    """Readings that keep growing: memory measured after step after step is a leak."""
+    readings = series.get("memory_reading") or []
+    values = [v for _, v in readings]
+    if len(values) < 4 or values[0] <= 0:
+        return
+    ups = sum(b > a for a, b in itertools.pairwise(values))
+    growth = values[-1] / values[0] - 1
+    # a few readings must all rise and clearly; a long series may dip now and then
+    enough = growth >= (0.03 if len(values) >= 5 else 0.10)
+    if ups >= 0.75 * (len(values) - 1) and enough:
+        add("memory_leak", 4.0, [readings[0][0], readings[-1][0]])
+        notes.setdefault("memory_leak", []).append(
+            f"Memory grew in {ups} of {len(values) - 1} readings, by {growth:.0%} "
+            f"(from the first to the last of {len(values)})."
+        )
+
+
 def _version_tuple(text: str) -> tuple[int, ...]:
     return tuple(int(p) for p in re.findall(r"\d+", text)[:3])
 
@@ -285,8 +330,8 @@ def _context_rules(
             elif _RUNTIME.search(lib):
                 # most often the runtime is simply not installed or not on the loader path;
                 # the version in its name says which CUDA this build needs
-                add("missing_cuda_libs", 2.6, line)
-                add("cuda_cudnn_version_mismatch", 2.2, line)
+                add("cuda_cudnn_version_mismatch", 2.6, line)
+                add("missing_cuda_libs", 2.2, line)
                 note(
                     "cuda_cudnn_version_mismatch",
                     f"TensorFlow looks for {lib}: the CUDA "
@@ -314,12 +359,12 @@ def _context_rules(
     versions = hits.get("driver_reported_versions")
     if versions:
         found = {g.get("which"): g.get("version", "") for g in versions.groups}
-        kernel, lib = found.get("kernel"), found.get("libcuda") or found.get("DSO")
-        if kernel and lib and _version_tuple(kernel) < _version_tuple(lib):
+        kernel, libcuda = found.get("kernel"), found.get("libcuda") or found.get("DSO")
+        if kernel and libcuda and _version_tuple(kernel) < _version_tuple(libcuda):
             add("driver_too_old", 3.5, versions.lines)
             note(
                 "driver_too_old",
-                f"The loaded kernel driver is {kernel} but libcuda is {lib}: the driver in "
+                f"The loaded kernel driver is {kernel} but libcuda is {libcuda}: the driver in "
                 "use is older than its library (finish the driver update, then reboot).",
             )
 
