@@ -18,6 +18,7 @@ from tfdoctor.core.diagnose.bfc import (
     TRIGGER_BYTES,
     BfcOom,
     BfcParser,
+    format_size,
     parse_size,
 )
 from tfdoctor.core.diagnose.reader import MAX_LINE_CHARS, Chunk, clean_line, iter_chunks
@@ -25,6 +26,7 @@ from tfdoctor.core.knowledge import causes as known_causes
 from tfdoctor.core.knowledge import signatures as known_signatures
 from tfdoctor.core.knowledge.causes import CauseInfo as CauseInfo
 from tfdoctor.core.knowledge.causes import load_causes as load_causes
+from tfdoctor.core.knowledge.signatures import SAYS_FIELD
 from tfdoctor.core.knowledge.signatures import Signature as Signature
 from tfdoctor.core.knowledge.signatures import load_signatures as load_signatures
 from tfdoctor.core.model import Cause, Diagnosis, Evidence, Facts
@@ -193,6 +195,10 @@ class Diagnoser:
             repeat = 1.0 + 0.15 * min(hit.count - 1, 4)
             for cause, w in sig.causes.items():
                 add(cause, w * repeat, hit.lines)
+            said = _say(sig.says, hit.groups)
+            for cause, w in sig.causes.items():
+                if said and w > 0 and said not in notes.setdefault(cause, []):
+                    notes[cause].append(said)
         ooms = [(src, oom) for src, p in self._bfc.items() for oom in p.results()]
         _context_rules(self.hits, add, notes, facts, exit_info)
         _series_rules(self.series, add, notes)
@@ -293,6 +299,26 @@ def _series_rules(
             f"Memory grew in {ups} of {len(values) - 1} readings, by {growth:.0%} "
             f"(from the first to the last of {len(values)})."
         )
+
+
+def _say(sentences: tuple[str, ...], found: list[dict[str, str]]) -> str | None:
+    """The first sentence whose fields all matched in one line, with the numbers in words."""
+    for sentence in sentences:
+        for groups in found:
+            fields = [m.group("group") for m in SAYS_FIELD.finditer(sentence)]
+            if all(groups.get(f) for f in fields):
+
+                def fill(m: re.Match[str], groups: dict[str, str] = groups) -> str:
+                    value, unit = groups[m.group("group")], m.group("unit")
+                    if unit == "cudnn":
+                        v = int(value) if value.isdigit() and len(value) >= 4 else None
+                        return value if v is None else f"{v // 1000}.{v % 1000 // 100}.{v % 100}"
+                    if unit and value.isdigit():
+                        return format_size(int(value) * (1024 if unit == "kib" else 1))
+                    return value
+
+                return SAYS_FIELD.sub(fill, sentence)
+    return None
 
 
 def _version_tuple(text: str) -> tuple[int, ...]:

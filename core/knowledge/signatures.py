@@ -26,7 +26,11 @@ from tfdoctor.core.knowledge.loader import (
 SIGNATURES_FILE = KNOWLEDGE_DIR / "signatures.toml"
 _FIELDS = {
     "id", "anchor", "pattern", "parts", "causes", "noise", "role", "examples", "counterexamples",
+    "says",
 }  # fmt: skip
+# "{group}", "{group|kib}" (a number of KiB said in MiB/GiB), "{group|bytes}", or
+# "{group|cudnn}" (cuDNN's numeric version 5103 said as 5.1.3)
+SAYS_FIELD = re.compile(r"\{(?P<group>[A-Za-z_]\w*)(?:\|(?P<unit>kib|bytes|cudnn))?\}")
 
 
 @dataclass(frozen=True)
@@ -46,6 +50,9 @@ class Signature:
     examples: tuple[str, ...] = ()
     counterexamples: tuple[str, ...] = ()
     parts: Mapping[str, re.Pattern[str]] = field(default_factory=dict)
+    # sentences that say the numbers the line holds, best first: the first whose groups all
+    # matched is added to the explanation of the signature's causes
+    says: tuple[str, ...] = ()
 
 
 def load_signatures(
@@ -97,6 +104,11 @@ def load_signatures(
         for ex in counter:
             if pattern.search(ex):
                 raise KnowledgeError(f"{where}: matches its counterexample {ex!r}")
+        says = row.str_list("says", required=False)
+        for sentence in says:
+            for m in SAYS_FIELD.finditer(sentence):
+                if m.group("group") not in pattern.groupindex:
+                    raise KnowledgeError(f"{where}: says {{{m.group('group')}}}: no such group")
         out.append(
             Signature(
                 sid,
@@ -108,6 +120,7 @@ def load_signatures(
                 examples,
                 counter,
                 parts,
+                says,
             )
         )
     return tuple(out)

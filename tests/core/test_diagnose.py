@@ -336,3 +336,34 @@ def test_memory_that_keeps_growing_is_a_leak_and_flat_memory_is_not() -> None:
 )
 def test_every_way_of_saying_sigill_is_the_cpu(line: str) -> None:
     assert _ids(line + "\n")[:1] == ["cpu_instructions_unsupported"]
+
+
+@pytest.mark.parametrize(
+    ("log", "said"),
+    [
+        (
+            "[  842.574969] Memory cgroup out of memory: Killed process 14203 (python) "
+            "total-vm:4509744kB, anon-rss:2553468kB, file-rss:0kB",
+            "ended python (pid 14203) while it held 2.4 GiB of RAM",
+        ),
+        (
+            "E tensorflow/stream_executor/cuda/cuda_dnn.cc:347] Loaded runtime CuDNN library: 5005 "
+            "(compatibility version 5000) but source was compiled with 5103 (compatibility "
+            "version 5100).",
+            "cuDNN 5.0.5 was loaded, but this TensorFlow was built with cuDNN 5.1.3",
+        ),
+        (
+            "I gpu_device.cc:1700] Ignoring visible gpu device (device: 0, name: GeForce GTX 760, "
+            "pci bus id: 0000:01:00.0, compute capability: 3.0) with Cuda compute capability "
+            "3.0. The minimum required Cuda capability is 3.5.",
+            "compute capability 3.0; this build needs at least 3.5",
+        ),
+        (
+            "numpy.core._exceptions._ArrayMemoryError: Unable to allocate 37.3 GiB for an array "
+            "with shape (50000, 224, 224, 3) and data type float32",
+            "could not get 37.3 GiB of RAM",
+        ),
+    ],
+)
+def test_the_numbers_the_log_holds_are_said_in_words(log: str, said: str) -> None:
+    assert said in diagnose(log.encode()).causes[0].explanation
