@@ -31,7 +31,14 @@ from tfdoctor.core.knowledge.signatures import Signature as Signature
 from tfdoctor.core.knowledge.signatures import load_signatures as load_signatures
 from tfdoctor.core.model import Cause, Diagnosis, Evidence, Facts
 
-MIN_SCORE = 1.0  # below this a cause is not reported
+MIN_SCORE = 1.0  # below this a cause is only a candidate (when nothing stronger is there)
+CANDIDATES = 3
+CANDIDATE_CONFIDENCE = 0.3
+CANDIDATE_NOTE = (
+    "A weak clue, not a verdict: the log shows the crash but no message that names its cause. "
+    "Capture the whole output from the start (with TF_CPP_MIN_LOG_LEVEL=0), nvidia-smi, and the "
+    "kernel log (tfdoctor diagnose --recent), or reproduce it under `tfdoctor bench`."
+)
 EVIDENCE_PER_SIGNATURE = 4
 EVIDENCE_PER_CAUSE = 8
 SEEN_LINES_KEPT = 20_000
@@ -209,10 +216,19 @@ class Diagnoser:
             scores["no_gpu_visible"] *= 0.1  # training ran (on the CPU): not why it failed
         elif "no_gpu_visible" in scores and any(h in self.hits for h in _RAN_PAST_DEVICE_INIT):
             scores["no_gpu_visible"] *= 0.4
-        causes = []
+        causes: list[Cause] = []
+        strong = any(v >= MIN_SCORE for c, v in scores.items() if c in self.causes)
+        # Never silent when the run failed: with no strong cause, the weak clues become up to
+        # CANDIDATES low-confidence candidates, each with its reason and what to capture next.
+        failed = any(by_id[sid].role == "failure" for sid in self.hits)
         for cid, score in sorted(scores.items(), key=lambda kv: -kv[1]):
-            if score < MIN_SCORE or cid not in self.causes:
+            if cid not in self.causes or score <= 0:
                 continue
+            if score < MIN_SCORE:
+                if strong or not failed or len(causes) >= CANDIDATES:
+                    continue
+                notes.setdefault(cid, []).insert(0, CANDIDATE_NOTE)
+            ceiling = 0.99 if score >= MIN_SCORE else CANDIDATE_CONFIDENCE
             info = self.causes[cid]
             seen: set[tuple[str, int]] = set()
             ev_lines = []
@@ -225,7 +241,7 @@ class Diagnoser:
             causes.append(
                 Cause(
                     id=cid,
-                    confidence=round(min(0.99, 1 - math.exp(-score / 2.5)), 2),
+                    confidence=round(min(ceiling, 1 - math.exp(-score / 2.5)), 2),
                     title=info.title,
                     explanation=explanation,
                     evidence=tuple(ev_lines[:EVIDENCE_PER_CAUSE]),

@@ -367,3 +367,22 @@ def test_every_way_of_saying_sigill_is_the_cpu(line: str) -> None:
 )
 def test_the_numbers_the_log_holds_are_said_in_words(log: str, said: str) -> None:
     assert said in diagnose(log.encode()).causes[0].explanation
+
+
+def test_a_crash_with_no_named_cause_gets_low_confidence_candidates() -> None:
+    """Never silent when the run failed: weak clues become up to 3 candidates, each under
+    0.35 with its reason and what to capture next; harmless output stays unblamed."""
+    crash = (
+        "2023-01-01 10:00:00.000000: I tensorflow/core/common_runtime/gpu/gpu_device.cc:1616] "
+        "Created device /job:localhost/replica:0/task:0/device:GPU:0 with 9626 MB memory\n"
+        "Epoch 1/10\n"
+        "Segmentation fault (core dumped)\n"
+    )
+    d = diagnose(crash.encode())
+    assert 1 <= len(d.causes) <= 3
+    assert all(c.confidence <= 0.3 for c in d.causes)
+    assert all("not a verdict" in c.explanation and "Capture" in c.explanation for c in d.causes)
+    harmless = (
+        "I tensorflow/core/platform/cpu_feature_guard.cc:193] This TensorFlow binary is optimized\n"
+    )
+    assert diagnose(harmless.encode()).causes == ()
