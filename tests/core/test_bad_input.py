@@ -110,6 +110,8 @@ def machine(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, str], d
     return files, env
 
 
+BROKEN_KERNELS = ("bad-json", "bad-argv", "bad-env", "bad-utf8", "deep", "empty", "a-list",
+                  "json-dir", "nope")  # fmt: skip
 F = "{%s}"  # an argument naming one of the hostile files: F % "nested.json"
 # (arguments, exit codes that are right, the state folder to use)
 CASES: list[tuple[tuple[str, ...], tuple[int, ...], str]] = [
@@ -153,31 +155,11 @@ CASES: list[tuple[tuple[str, ...], tuple[int, ...], str]] = [
     (("envs",), (0,), ""),
     (("envs", "--json"), (0,), ""),
     *[
-        (("check", "--kernel", k, "--timeout", "30"), (2,), "")
-        for k in (
-            "bad-json",
-            "bad-argv",
-            "bad-env",
-            "bad-utf8",
-            "deep",
-            "empty",
-            "a-list",
-            "json-dir",
-            "nope",
-        )
-    ],
-    *[
-        (("fixes", "apply", "memory_growth", "--kernel", k), (2,), "")
-        for k in (
-            "bad-json",
-            "bad-argv",
-            "bad-env",
-            "bad-utf8",
-            "deep",
-            "empty",
-            "a-list",
-            "json-dir",
-            "nope",
+        (args, (2,), "")
+        for k in BROKEN_KERNELS
+        for args in (
+            ("check", "--kernel", k, "--timeout", "30"),
+            ("fixes", "apply", "memory_growth", "--kernel", k),
         )
     ],
     (("bench", "--kernel", "bad-json"), (2,), ""),
