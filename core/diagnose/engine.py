@@ -21,6 +21,7 @@ from tfdoctor.core.diagnose.bfc import (
     format_size,
     parse_size,
 )
+from tfdoctor.core.diagnose.logfacts import fact_rules, read_stated
 from tfdoctor.core.diagnose.reader import MAX_LINE_CHARS, Chunk, clean_line, iter_chunks
 from tfdoctor.core.knowledge import causes as known_causes
 from tfdoctor.core.knowledge import signatures as known_signatures
@@ -209,6 +210,20 @@ class Diagnoser:
         ooms = [(src, oom) for src, p in self._bfc.items() for oom in p.results()]
         _context_rules(self.hits, add, notes, facts, exit_info)
         _series_rules(self.series, add, notes)
+        stated = read_stated({sid: (h.lines, h.groups) for sid, h in self.hits.items()})
+        devices = self.hits.get("device_list_entry")
+        cpu_only = devices is not None and not {
+            g.get("kind") or g.get("phys") for g in devices.groups
+        } & {"GPU", "XLA_GPU"}
+        symptom = cpu_only or any(
+            s in self.hits for s in ("gpu_device_not_found", "no_cuda_driver", "cuinit_no_device")
+        )
+
+        def note(cause: str, text: str) -> None:
+            if text not in notes.setdefault(cause, []):
+                notes[cause].append(text)
+
+        fact_rules(stated, add, note, gpu_symptom=symptom)
         _bfc_rules(ooms, self.hits, add, notes, facts)
         # A run that got as far as allocating tensors was not stopped by a missing GPU: the
         # "no driver / cuInit failed" start-up notices then describe the setting, not the crash.
