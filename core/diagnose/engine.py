@@ -456,19 +456,30 @@ def _context_rules(
             add("no_gpu_visible", 3.0, devices.lines[:2])
             note("no_gpu_visible", "The devices TensorFlow lists are CPU only.")
 
-    # TF 1.x printed free vs total memory when it created the device.
+    # TF 1.x printed free vs total memory when it created the device (1.0-1.2: two lines).
+    readings: list[tuple[tuple[str, int, str], int | None, int | None]] = []
     free = hits.get("tf1_free_memory")
     if free:
-        for (src, n, text), g in zip(free.lines, free.groups, strict=False):
+        for where, g in zip(free.lines, free.groups, strict=False):
             t = parse_size(g.get("total", "") + g.get("tu", ""))
             f = parse_size(g.get("free", "") + g.get("fu", ""))
-            if t and f is not None and f < 0.5 * t:
-                add("gpu_memory_contention", 3.0, [(src, n, text)])
-                note(
-                    "gpu_memory_contention",
-                    f"Only {f / 2**30:.1f} of {t / 2**30:.1f} GiB "
-                    "was free when TensorFlow started.",
-                )
+            readings.append((where, t, f))
+    split = hits.get("tf1_memory_lines")
+    if split:
+        pending: int | None = None
+        for where, g in zip(split.lines, split.groups, strict=False):
+            if g.get("which") == "Total":
+                pending = parse_size(g.get("size", ""))
+            elif pending is not None:
+                readings.append((where, pending, parse_size(g.get("size", ""))))
+                pending = None
+    for (src, n, text), t, f in readings:
+        if t and f is not None and f < 0.5 * t:
+            add("gpu_memory_contention", 3.0, [(src, n, text)])
+            note(
+                "gpu_memory_contention",
+                f"Only {f / 2**30:.1f} of {t / 2**30:.1f} GiB was free when TensorFlow started.",
+            )
 
     # A tensor OOM on the CPU device is host memory, not GPU memory.
     tensor = hits.get("oom_allocating_tensor")
