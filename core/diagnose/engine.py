@@ -425,6 +425,33 @@ def _context_rules(
                     f"nvidia-smi shows {used} of {total} MiB ({used / total:.0%}) already in use.",
                 )
 
+    # An accelerator that sits idle while its memory is in use waits for its input.
+    idle: list[tuple[tuple[str, int, str], float]] = []
+    for sid in ("device_utilization", "nvidia_smi_memory"):
+        hit = hits.get(sid)
+        for where, g in zip(hit.lines if hit else [], hit.groups if hit else [], strict=False):
+            util, used, total = g.get("util"), int(g.get("used", 0)), int(g.get("total", 0))
+            # nvidia-smi: some work, memory in use but not full (memory held by an idle GPU
+            # is someone else's: contention)
+            in_use = sid != "nvidia_smi_memory" or (total and 0.05 <= used / total < 0.9)
+            if util is not None and in_use and 0 < float(util) <= 25:
+                idle.append((where, float(util)))
+    if idle:
+        add("input_bound", 2.5, [w for w, _ in idle[:2]])
+        note(
+            "input_bound",
+            f"The accelerator was only {min(u for _, u in idle):g}% busy while training: it "
+            "spends its time waiting for the next batch.",
+        )
+    shuffle = hits.get("shuffle_buffer_filling")
+    if shuffle and shuffle.count >= 3:
+        add("input_bound", 2.0, shuffle.lines[:2])
+        note(
+            "input_bound",
+            f"The shuffle buffer was refilled {shuffle.count} times: each refill stalls training "
+            "until the input pipeline has read it (cache the data, or use a smaller buffer).",
+        )
+
     # cuda_diagnostics prints the kernel module's and libcuda's driver versions: a kernel
     # module older than the library is a driver update that did not finish (or no reboot).
     versions = hits.get("driver_reported_versions")

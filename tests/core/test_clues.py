@@ -1,0 +1,99 @@
+"""Clues that decide a cause only in context, and the many ways tools say the same thing.
+
+Each log line here is a form real pastes hold (the corpus has them in full); the tests pin the
+verdict a user would see for it, and the look-alike that must not get the same verdict.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tfdoctor.core.diagnose.engine import diagnose
+
+
+def ranked(log: str) -> list[str]:
+    return [c.id for c in diagnose(log.encode()).causes]
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "[2023-04-18 09:58:48 +0000] [1] [WARNING] Worker with pid 8 was terminated due to "
+        "signal 4",
+        "Process finished with exit code 132 (interrupted by signal 4: SIGILL)",
+        "zsh: illegal hardware instruction  python -c 'import tensorflow'",
+        "The command '/bin/sh -c python -c \"import tensorflow\"' returned a non-zero code: 132",
+        "ImportError: DLL load failed while importing _pywrap_tensorflow_internal: A dynamic link "
+        "library (DLL) initialization routine failed.",
+    ],
+    ids=["gunicorn", "pycharm", "zsh", "docker-build", "windows-dll-init"],
+)
+def test_sigill_however_it_is_said_is_the_cpu(line: str) -> None:
+    assert ranked(line)[:1] == ["cpu_instructions_unsupported"]
+
+
+def test_a_dll_that_is_not_found_is_still_a_missing_library() -> None:
+    assert ranked("ImportError: DLL load failed: The specified module could not be found.")[:1] == [
+        "missing_cuda_libs"
+    ]
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "Process finished with exit code 137 (interrupted by signal 9: SIGKILL)",
+        "terminate called after throwing an instance of 'std::bad_alloc'",
+        "OSError: [WinError 1455] The paging file is too small for this operation to complete",
+        "Your session crashed after using all available RAM.",
+    ],
+)
+def test_host_memory_however_it_is_said(line: str) -> None:
+    assert ranked(line)[:1] == ["host_oom"]
+
+
+def test_enomem_in_static_tls_is_a_loader_problem_not_ram() -> None:
+    assert "host_oom" not in ranked(
+        "ImportError: /lib/aarch64-linux-gnu/libgomp.so.1: cannot allocate memory in static TLS "
+        "block"
+    )
+
+
+NVSMI = "| N/A   36C    P0    41W / 300W |  {used}MiB / 16280MiB |     {util}%      Default |\n"
+
+
+def test_a_busy_memory_but_idle_gpu_waits_for_its_input() -> None:
+    d = diagnose(NVSMI.format(used=6000, util=7).encode())
+    assert [c.id for c in d.causes][:1] == ["input_bound"]
+    assert "only 7% busy" in d.causes[0].explanation
+
+
+def test_memory_held_by_an_idle_gpu_is_someone_elses() -> None:
+    # 12.8 of 16 GB held while the GPU does nothing: another process holds it
+    assert ranked(NVSMI.format(used=12799, util=0))[:1] == ["gpu_memory_contention"]
+
+
+def test_the_shuffle_buffer_refilled_again_and_again_stalls_training() -> None:
+    line = "I shuffle_dataset_op.cc:177] Filling up shuffle buffer (this may take a while): 9\n"
+    assert ranked(line)[:1] != ["input_bound"]  # once, at the start, is normal
+    assert ranked(line * 4)[:1] == ["input_bound"]
+
+
+def test_tf1_free_memory_on_its_own_line() -> None:
+    d = diagnose(
+        b"name: GeForce GTX 1080\nmajor: 6 minor: 1 memoryClockRate (GHz) 1.7335\n"
+        b"Total memory: 7.92GiB\nFree memory: 190.31MiB\n"
+        b"E cuda_driver.cc:1002] failed to allocate 190.31M (199557120 bytes) from device: "
+        b"CUDA_ERROR_OUT_OF_MEMORY\n"
+    )
+    assert [c.id for c in d.causes][:1] == ["gpu_memory_contention"]
+    assert "Only 0.2 of 7.9 GiB was free" in d.causes[0].explanation
+
+
+def test_a_tie_is_stated_with_less_confidence_than_a_clear_verdict() -> None:
+    clear = diagnose(b"ImportError: libcudnn.so.7: cannot open shared object file").causes[0]
+    tie = diagnose(
+        b"W dso_loader.cc:64] Could not load dynamic library 'libcudart.so.11.0'; dlerror: "
+        b"libcudart.so.11.0: cannot open shared object file: No such file or directory\n"
+    ).causes
+    assert tie[0].confidence < clear.confidence
+    assert tie[0].confidence <= 0.75 and len(tie) >= 2
