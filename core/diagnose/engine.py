@@ -475,6 +475,15 @@ def _context_rules(
             "The CPU's flags list no avx: TensorFlow's prebuilt binaries (1.6 and later) need it.",
         )
 
+    # The user asked for the GPUs and the answer, on one of the next lines, was empty.
+    asked, empty = hits.get("gpu_query"), hits.get("gpu_list_empty")
+    if asked and empty:
+        for src, n, text in empty.lines:
+            if any(s == src and 0 < n - m <= 2 for s, m, _ in asked.lines):
+                add("no_gpu_visible", 3.0, [*asked.lines[:1], (src, n, text)])
+                note("no_gpu_visible", "Asked for its GPUs, TensorFlow answered with none.")
+                break
+
     # A device list that shows only the CPU: TensorFlow found no GPU.
     devices = hits.get("device_list_entry")
     if devices:

@@ -97,3 +97,27 @@ def test_a_tie_is_stated_with_less_confidence_than_a_clear_verdict() -> None:
     ).causes
     assert tie[0].confidence < clear.confidence
     assert tie[0].confidence <= 0.75 and len(tie) >= 2
+
+
+@pytest.mark.parametrize(
+    "log",
+    [
+        ">>> tf.config.list_physical_devices('GPU')\n[]\n",
+        "print(tf.test.is_gpu_available())\n\nFalse\n",
+        "I direct_session.cc:255] Device mapping: no known devices.\n",
+    ],
+)
+def test_asked_for_its_gpus_tensorflow_answered_none(log: str) -> None:
+    assert ranked(log)[:1] == ["no_gpu_visible"]
+
+
+@pytest.mark.parametrize(
+    "log",
+    [
+        "[]\n",  # an empty list, but nobody asked for GPUs
+        ">>> tf.config.list_physical_devices('GPU')\n"
+        "[PhysicalDevice(name='/physical_device:GPU:0', device_type='GPU')]\n",
+    ],
+)
+def test_an_empty_answer_needs_the_question(log: str) -> None:
+    assert "no_gpu_visible" not in ranked(log)
