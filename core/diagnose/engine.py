@@ -309,7 +309,20 @@ _DLOPEN_SIGNATURES = (
     "dylib_not_loaded",
     "tf_self_check_dll",
 )
-_VERSIONED = re.compile(r"(?:\.so\.|64_)(\d+)(?:\.(\d+))?|64_(\d)(\d)\d?\.dll", re.I)
+# the CUDA major a library's file name asks for: libcudart.so.11.0, cudart64_110.dll,
+# cudart64_12.dll, libcudart.8.0.dylib
+_SONAME_MAJOR = re.compile(r"\.so\.(\d+)|64_(\d+)\.dll|\.(\d+)\.\d+\.dylib", re.I)
+
+
+def _cuda_major(lib: str) -> int | None:
+    m = _SONAME_MAJOR.search(lib)
+    if m is None:
+        return None
+    so, dll, dylib = m.groups()
+    if dll is not None:
+        # 110 / 101 / 100 -> 11 / 10 / 10; 12 -> 12; 90 / 80 -> 9 / 8
+        return int(dll[:2]) if len(dll) >= 3 or dll in ("10", "11", "12", "13") else int(dll[0])
+    return int(so or dylib)
 
 
 SERIES_KEPT = 5000
@@ -398,9 +411,22 @@ def _context_rules(
                     f"{lib} is part of the NVIDIA driver, not of CUDA: the "
                     "driver is missing here (or the container was started without the GPU).",
                 )
+            elif _RUNTIME.search(lib) and (_cuda_major(lib) or 0) >= 11:
+                # From CUDA 11 on the runtime's file name carries only the major (every 11.x
+                # is libcudart.so.11.0): any CUDA 11 would do, so none is installed or on the
+                # loader path.
+                add("missing_cuda_libs", 2.8, line)
+                add("cuda_cudnn_version_mismatch", 2.0, line)
+                note(
+                    "missing_cuda_libs",
+                    f"TensorFlow looks for {lib}, which any CUDA "
+                    f"{_cuda_major(lib)}.x provides: it is not installed or not on the loader "
+                    "path.",
+                )
             elif _RUNTIME.search(lib):
-                # most often the runtime is simply not installed or not on the loader path;
-                # the version in its name says which CUDA this build needs
+                # Up to CUDA 10 the file name carries the minor too (libcudart.so.10.1), so
+                # another minor installed is the common case: the version in its name says
+                # which CUDA this build needs
                 add("cuda_cudnn_version_mismatch", 2.6, line)
                 add("missing_cuda_libs", 2.2, line)
                 note(

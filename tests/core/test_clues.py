@@ -121,3 +121,26 @@ def test_asked_for_its_gpus_tensorflow_answered_none(log: str) -> None:
 )
 def test_an_empty_answer_needs_the_question(log: str) -> None:
     assert "no_gpu_visible" not in ranked(log)
+
+
+DLOPEN = (
+    "W dso_loader.cc:64] Could not load dynamic library '{lib}'; dlerror: {lib}: cannot open "
+    "shared object file: No such file or directory\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("lib", "first"),
+    [
+        # every CUDA 11.x provides libcudart.so.11.0: none is installed (or on the path)
+        ("libcudart.so.11.0", "missing_cuda_libs"),
+        ("cudart64_110.dll", "missing_cuda_libs"),
+        # up to 10.x the minor is in the name: another minor installed is the common case
+        ("libcudart.so.10.1", "cuda_cudnn_version_mismatch"),
+        ("cudart64_101.dll", "cuda_cudnn_version_mismatch"),
+    ],
+)
+def test_the_runtime_file_name_says_missing_or_mismatched(lib: str, first: str) -> None:
+    got = ranked(DLOPEN.format(lib=lib))
+    assert got[:1] == [first]
+    assert set(got[:2]) == {"missing_cuda_libs", "cuda_cudnn_version_mismatch"}
