@@ -6,7 +6,7 @@ import functools
 import itertools
 import math
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -220,12 +220,7 @@ class Diagnoser:
         symptom = cpu_only or any(
             s in self.hits for s in ("gpu_device_not_found", "no_cuda_driver", "cuinit_no_device")
         )
-
-        def note(cause: str, text: str) -> None:
-            if text not in notes.setdefault(cause, []):
-                notes[cause].append(text)
-
-        fact_rules(stated, add, note, gpu_symptom=symptom)
+        fact_rules(stated, add, _noter(notes), gpu_symptom=symptom)
         _bfc_rules(ooms, self.hits, add, notes, facts)
         # A run that got as far as allocating tensors was not stopped by a missing GPU: the
         # "no driver / cuInit failed" start-up notices then describe the setting, not the crash.
@@ -379,6 +374,16 @@ def _say(sentences: tuple[str, ...], found: list[dict[str, str]]) -> str | None:
     return None
 
 
+def _noter(notes: dict[str, list[str]]) -> Callable[[str, str], None]:
+    """A function that adds a sentence to a cause's explanation, once."""
+
+    def note(cause: str, text: str) -> None:
+        if text not in notes.setdefault(cause, []):
+            notes[cause].append(text)
+
+    return note
+
+
 def _version_tuple(text: str) -> tuple[int, ...]:
     return tuple(int(p) for p in re.findall(r"\d+", text)[:3])
 
@@ -390,9 +395,7 @@ def _context_rules(
     facts: Facts | None,
     exit_info: ExitInfo | None,
 ) -> None:
-    def note(cause: str, text: str) -> None:
-        if text not in notes.setdefault(cause, []):
-            notes[cause].append(text)
+    note = _noter(notes)
 
     # A library that failed to load: which one decides the cause.
     for sid in _DLOPEN_SIGNATURES:
@@ -619,9 +622,7 @@ def _bfc_rules(
 ) -> None:
     """The BFC allocator's own numbers tell gpu_oom, fragmentation and contention apart."""
 
-    def note(cause: str, text: str) -> None:
-        if text not in notes.setdefault(cause, []):
-            notes[cause].append(text)
+    note = _noter(notes)
 
     failures = [(src, o) for src, o in ooms if not o.benign]
     benign = [(src, o) for src, o in ooms if o.benign]
