@@ -213,11 +213,7 @@ class Diagnoser:
         _context_rules(self.hits, add, notes, facts, exit_info)
         _series_rules(self.series, add, notes)
         stated = read_stated({sid: (h.lines, h.groups) for sid, h in self.hits.items()})
-        devices = self.hits.get("device_list_entry")
-        cpu_only = devices is not None and not {
-            g.get("kind") or g.get("phys") for g in devices.groups
-        } & {"GPU", "XLA_GPU"}
-        symptom = cpu_only or any(
+        symptom = _cpu_only_devices(self.hits) or any(
             s in self.hits for s in ("gpu_device_not_found", "no_cuda_driver", "cuinit_no_device")
         )
         fact_rules(stated, add, _noter(notes), gpu_symptom=symptom)
@@ -374,6 +370,13 @@ def _say(sentences: tuple[str, ...], found: list[dict[str, str]]) -> str | None:
     return None
 
 
+def _cpu_only_devices(hits: Mapping[str, _Hit]) -> bool:
+    """The log lists TensorFlow's devices and none of them is a GPU."""
+    devices = hits.get("device_list_entry")
+    kinds = {g.get("kind") or g.get("phys") for g in devices.groups} if devices else set()
+    return bool(kinds) and not kinds & {"GPU", "XLA_GPU"}
+
+
 def _noter(notes: dict[str, list[str]]) -> Callable[[str, str], None]:
     """A function that adds a sentence to a cause's explanation, once."""
 
@@ -515,11 +518,9 @@ def _context_rules(
 
     # A device list that shows only the CPU: TensorFlow found no GPU.
     devices = hits.get("device_list_entry")
-    if devices:
-        kinds = {g.get("kind") or g.get("phys") for g in devices.groups}
-        if kinds and not kinds & {"GPU", "XLA_GPU"}:
-            add("no_gpu_visible", 3.0, devices.lines[:2])
-            note("no_gpu_visible", "The devices TensorFlow lists are CPU only.")
+    if devices and _cpu_only_devices(hits):
+        add("no_gpu_visible", 3.0, devices.lines[:2])
+        note("no_gpu_visible", "The devices TensorFlow lists are CPU only.")
 
     # TF 1.x printed free vs total memory when it created the device (1.0-1.2: two lines).
     readings: list[tuple[tuple[str, int, str], int | None, int | None]] = []
