@@ -21,7 +21,13 @@ from tfdoctor.core.diagnose.bfc import (
     format_size,
     parse_size,
 )
-from tfdoctor.core.diagnose.logfacts import fact_rules, read_stated
+from tfdoctor.core.diagnose.logfacts import (
+    RUNTIME_LIB,
+    TOOLKIT_LIB,
+    cuda_soname,
+    fact_rules,
+    read_stated,
+)
 from tfdoctor.core.diagnose.reader import MAX_LINE_CHARS, Chunk, clean_line, iter_chunks
 from tfdoctor.core.knowledge import causes as known_causes
 from tfdoctor.core.knowledge import signatures as known_signatures
@@ -212,7 +218,14 @@ class Diagnoser:
         ooms = [(src, oom) for src, p in self._bfc.items() for oom in p.results()]
         _context_rules(self.hits, add, notes, facts, exit_info)
         _series_rules(self.series, add, notes)
-        stated = read_stated({sid: (h.lines, h.groups) for sid, h in self.hits.items()})
+        wanted = [
+            (ln, g["lib"])
+            for sid in _DLOPEN_SIGNATURES
+            if sid in self.hits
+            for ln, g in zip(self.hits[sid].lines, self.hits[sid].groups, strict=False)
+            if g.get("lib")
+        ]
+        stated = read_stated({sid: (h.lines, h.groups) for sid, h in self.hits.items()}, wanted)
         symptom = _cpu_only_devices(self.hits) or any(
             s in self.hits for s in ("gpu_device_not_found", "no_cuda_driver", "cuinit_no_device")
         )
@@ -292,7 +305,6 @@ _CPU_ALLOCATOR = re.compile(
     r"cpu|host", re.I
 )  # cpu, mklcpu, bfc_cpu_allocator_for_gpu, gpu_host_bfc
 _DRIVER_SIDE = re.compile(r"^(libcuda\.so|nvcuda\.dll|libnvidia-ml|nvml\.dll)", re.I)
-_RUNTIME = re.compile(r"cudart", re.I)
 _DLOPEN_SIGNATURES = (
     "dlopen_failed",
     "shared_object_missing",
@@ -300,22 +312,6 @@ _DLOPEN_SIGNATURES = (
     "dylib_not_loaded",
     "tf_self_check_dll",
 )
-# the CUDA major a library's file name asks for: libcudart.so.11.0, cudart64_110.dll,
-# cudart64_12.dll, libcudart.8.0.dylib
-_SONAME_MAJOR = re.compile(r"\.so\.(\d+)|64_(\d+)\.dll|\.(\d+)\.\d+\.dylib", re.I)
-
-
-def _cuda_major(lib: str) -> int | None:
-    m = _SONAME_MAJOR.search(lib)
-    if m is None:
-        return None
-    so, dll, dylib = m.groups()
-    if dll is not None:
-        # 110 / 101 / 100 -> 11 / 10 / 10; 12 -> 12; 90 / 80 -> 9 / 8
-        return int(dll[:2]) if len(dll) >= 3 or dll in ("10", "11", "12", "13") else int(dll[0])
-    return int(so or dylib)
-
-
 SERIES_KEPT = 5000
 _UNITS = {"": 1, "B": 1, "BYTES": 1, "K": 2**10, "KB": 10**3, "KIB": 2**10, "M": 2**20,
           "MB": 10**6, "MIB": 2**20, "G": 2**30, "GB": 10**9, "GIB": 2**30}  # fmt: skip
@@ -400,7 +396,17 @@ def _context_rules(
 ) -> None:
     note = _noter(notes)
 
-    # A library that failed to load: which one decides the cause.
+    # A library that failed to load: which one decides the cause. Several libraries of one
+    # install failing are one fact, not several: each cause takes its strongest library's
+    # weight, and a little more for each other library that points the same way.
+    per_lib: dict[str, dict[str, float]] = {}
+    lib_lines: dict[str, list[tuple[str, int, str]]] = {}
+
+    def lib_add(lib: str, cause: str, weight: float, line: list[tuple[str, int, str]]) -> None:
+        by_lib = per_lib.setdefault(cause, {})
+        by_lib[lib] = max(by_lib.get(lib, 0.0), weight)
+        lib_lines.setdefault(cause, []).extend(line)
+
     for sid in _DLOPEN_SIGNATURES:
         hit = hits.get(sid)
         if hit is None:
@@ -411,39 +417,47 @@ def _context_rules(
             if not lib or lib.startswith("libnvinfer"):
                 continue  # no library named / TensorRT: optional, known noise
             if _DRIVER_SIDE.match(lib):
-                add("no_gpu_visible", 3.5, line)
+                lib_add(lib, "no_gpu_visible", 3.5, line)
                 note(
                     "no_gpu_visible",
                     f"{lib} is part of the NVIDIA driver, not of CUDA: the "
                     "driver is missing here (or the container was started without the GPU).",
                 )
-            elif _RUNTIME.search(lib) and (_cuda_major(lib) or 0) >= 11:
+            elif (
+                (want := cuda_soname(lib)) is not None
+                and want[1] is not None
+                and want[0] <= 10
+                and TOOLKIT_LIB.search(lib)
+            ):
+                # Up to CUDA 10 the file name carries the minor too (libcudart.so.10.1,
+                # libcublas.so.9.0, cublas64_80.dll), so another minor installed is the common
+                # case: the version in its name says which CUDA this build needs
+                lib_add(lib, "cuda_cudnn_version_mismatch", 2.6, line)
+                lib_add(lib, "missing_cuda_libs", 2.2, line)
+                note(
+                    "cuda_cudnn_version_mismatch",
+                    f"TensorFlow looks for {lib}: CUDA {want[0]}.{want[1]} is the version this "
+                    "build needs, and another one is likely installed.",
+                )
+            elif want is not None and want[0] >= 11 and RUNTIME_LIB.search(lib):
                 # From CUDA 11 on the runtime's file name carries only the major (every 11.x
                 # is libcudart.so.11.0): any CUDA 11 would do, so none is installed or on the
                 # loader path.
-                add("missing_cuda_libs", 2.8, line)
-                add("cuda_cudnn_version_mismatch", 2.0, line)
+                lib_add(lib, "missing_cuda_libs", 2.8, line)
+                lib_add(lib, "cuda_cudnn_version_mismatch", 2.0, line)
                 note(
                     "missing_cuda_libs",
                     f"TensorFlow looks for {lib}, which any CUDA "
-                    f"{_cuda_major(lib)}.x provides: it is not installed or not on the loader "
-                    "path.",
-                )
-            elif _RUNTIME.search(lib):
-                # Up to CUDA 10 the file name carries the minor too (libcudart.so.10.1), so
-                # another minor installed is the common case: the version in its name says
-                # which CUDA this build needs
-                add("cuda_cudnn_version_mismatch", 2.6, line)
-                add("missing_cuda_libs", 2.2, line)
-                note(
-                    "cuda_cudnn_version_mismatch",
-                    f"TensorFlow looks for {lib}: the CUDA "
-                    "runtime version in that file name is the one this build needs.",
+                    f"{want[0]}.x provides: it is not installed or not on the loader path.",
                 )
             else:
-                add("missing_cuda_libs", 3.2, line)
-                add("cuda_cudnn_version_mismatch", 1.4, line)
+                lib_add(lib, "missing_cuda_libs", 3.2, line)
+                lib_add(lib, "cuda_cudnn_version_mismatch", 1.4, line)
                 note("missing_cuda_libs", f"{lib} could not be loaded.")
+
+    for cause, by_lib in per_lib.items():
+        weights = sorted(by_lib.values(), reverse=True)
+        add(cause, weights[0] + min(0.6, 0.2 * (len(weights) - 1)), lib_lines[cause])
 
     # An nvidia-smi paste with a full GPU: memory was taken before this run.
     nvsmi = hits.get("nvidia_smi_memory")

@@ -9,6 +9,7 @@ build's minimum compute capability is ignored, a driver below the build's CUDA f
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -20,6 +21,35 @@ from tfdoctor.core.knowledge.loader import KnowledgeError
 from tfdoctor.core.knowledge.versions import parse_cc
 
 Line = tuple[str, int, str]
+
+# the version in a CUDA library's file name: libcudart.so.11.0, libcublas.so.9.0,
+# cudart64_110.dll, cublas64_80.dll, cudart64_12.dll, libcudart.8.0.dylib
+_SONAME = re.compile(r"\.so\.(\d+)(?:\.(\d+))?|64_(\d+)\.dll|\.(\d+)\.(\d+)\.dylib", re.I)
+
+
+# libraries named after the CUDA release (cuFFT, cuRAND, ... carry their own numbers from 11 on)
+TOOLKIT_LIB = re.compile(r"cu(?:dart|blas|fft|rand|solver|sparse|pti)|nvrtc", re.I)
+RUNTIME_LIB = re.compile(r"cudart|cublas(?!Lt)", re.I)
+_CUDNN_LIB = re.compile(r"cudnn", re.I)
+
+
+def cuda_soname(lib: str) -> tuple[int, int | None] | None:
+    """(major, minor) that a CUDA library's file name asks for; minor None where the name
+    carries only the major (cudart64_12.dll, libcufft.so.10)."""
+    m = _SONAME.search(lib)
+    if m is None:
+        return None
+    so, so_minor, dll, dy, dy_minor = m.groups()
+    if dll is not None:
+        # 110 / 101 / 100 -> 11.0 / 10.1 / 10.0; 90 / 80 -> 9.0 / 8.0; 12 / 11 / 10 -> major only
+        if len(dll) >= 3:
+            return int(dll[:-1]), int(dll[-1])
+        if len(dll) == 2 and dll.endswith("0") and dll[0] != "1":
+            return int(dll[0]), 0
+        return int(dll), None
+    if so is not None:
+        return int(so), None if so_minor is None else int(so_minor)
+    return int(dy), int(dy_minor)
 
 
 @dataclass(frozen=True)
@@ -34,10 +64,19 @@ class Stated:
     driver: str | None
     driver_line: Line | None
     no_gpu_symptom: Line | None
+    cuda: str | None = None  # the CUDA toolkit installed, "11.2"
+    cuda_line: Line | None = None
+    cudnn: int | None = None  # the cuDNN major installed
+    cudnn_line: Line | None = None
+    wanted: tuple[tuple[Line, str], ...] = ()  # (line, library) TensorFlow failed to load
 
 
-def read_stated(found: Mapping[str, tuple[Sequence[Line], Sequence[Mapping[str, str]]]]) -> Stated:
-    """Collect the stated facts from the hits of the fact signatures (by signature id)."""
+def read_stated(
+    found: Mapping[str, tuple[Sequence[Line], Sequence[Mapping[str, str]]]],
+    wanted: Sequence[tuple[Line, str]] = (),
+) -> Stated:
+    """Collect the stated facts from the hits of the fact signatures (by signature id), and the
+    libraries TensorFlow failed to load (``wanted``: line and file name)."""
 
     def hits(sid: str) -> list[tuple[Line, Mapping[str, str]]]:
         lines, groups = found.get(sid, ((), ()))
@@ -59,7 +98,21 @@ def read_stated(found: Mapping[str, tuple[Sequence[Line], Sequence[Mapping[str, 
     ]
     driver = drivers[0] if drivers else None
     symptom = hits("gpu_list_empty")
+    cuda: tuple[Line, str] | None = None
+    cudnn: tuple[Line, int] | None = None
+    for ln, g in hits("cuda_installed_stated"):
+        c = next((g[k] for k in _CUDA_KEYS if g.get(k)), None)
+        d = next((g[k] for k in _CUDNN_KEYS if g.get(k)), None)
+        if c and cuda is None:
+            cuda = (ln, c)
+        if d and cudnn is None:
+            cudnn = (ln, int(d[0]))
     return Stated(
+        cuda=cuda[1] if cuda else None,
+        cuda_line=cuda[0] if cuda else None,
+        cudnn=cudnn[1] if cudnn else None,
+        cudnn_line=cudnn[0] if cudnn else None,
+        wanted=tuple(wanted),
         tf_version=tf[-1][1] if tf else None,
         tf_line=tf[-1][0] if tf else None,
         windows=windows[0][0] if windows and not wsl else None,
@@ -69,6 +122,10 @@ def read_stated(found: Mapping[str, tuple[Sequence[Line], Sequence[Mapping[str, 
         driver_line=driver[0] if driver else None,
         no_gpu_symptom=symptom[0][0] if symptom else None,
     )
+
+
+_CUDA_KEYS = ("cuda", "cuda_conda", "cuda_path", "cuda_win", "cuda_tpl")
+_CUDNN_KEYS = ("cudnn_tpl", "cudnn_conda", "cudnn_pip", "cudnn_apt", "cudnn_ver")
 
 
 def _older(a: str, b: str) -> bool | None:
@@ -90,6 +147,7 @@ def fact_rules(
         compat = load_compat()
     except KnowledgeError:
         return  # a broken install: the signatures still work without the tables
+    _installed_rules(stated, add, note)
     tf = stated.tf_version
     if tf is None:
         return
@@ -109,6 +167,22 @@ def fact_rules(
             f"support there, so it runs on the CPU only. Use WSL2, or TensorFlow {last}.",
         )
 
+    # The CUDA / cuDNN installed is not the one the build was tested with, and GPU libraries
+    # failed to load (or no GPU is in use).
+    build = compat.tf_build(tf)
+    if build is not None and (stated.wanted or gpu_symptom):
+        for have, line, need, what in (
+            (stated.cuda, stated.cuda_line, build.cuda, "CUDA"),
+            (str(stated.cudnn) if stated.cudnn else None, stated.cudnn_line, build.cudnn, "cuDNN"),
+        ):
+            if have and line and need and have.split(".")[0] != need.split(".")[0]:
+                add("cuda_cudnn_version_mismatch", 2.5, [*tf_line, line])
+                note(
+                    "cuda_cudnn_version_mismatch",
+                    f"TensorFlow {tf} is built and tested with {what} {need}; the log shows "
+                    f"{what} {have} installed.",
+                )
+
     # A GPU below the build's minimum compute capability is ignored.
     if stated.cc is not None:
         verdict = compat.cc_support(tf, stated.cc)
@@ -127,4 +201,52 @@ def fact_rules(
                 "driver_too_old",
                 f"The NVIDIA driver is {stated.driver}; TensorFlow {tf} is built for CUDA "
                 f"{req.cuda_version}, which needs driver {req.minimum} or newer.",
+            )
+
+
+def _installed_rules(
+    stated: Stated, add: Callable[[str, float, list[Line]], None], note: Callable[[str, str], None]
+) -> None:
+    """A library TensorFlow failed to load, against the CUDA / cuDNN the log says is installed:
+    another version installed is a mismatch; the same version means it is not on the path."""
+    for line, lib in stated.wanted:
+        want = cuda_soname(lib)
+        if want is None:
+            continue
+        if _CUDNN_LIB.search(lib):
+            if stated.cudnn is None or stated.cudnn_line is None:
+                continue
+            have, said = str(stated.cudnn), f"cuDNN {stated.cudnn}"
+            same = stated.cudnn == want[0]
+            lines = [line, stated.cudnn_line]
+            asked = f"cuDNN {want[0]}"
+        elif stated.cuda is not None and stated.cuda_line is not None and TOOLKIT_LIB.search(lib):
+            if want[0] >= 11 and not RUNTIME_LIB.search(lib):
+                continue  # cuFFT & co. number themselves from CUDA 11 on
+            major, minor = (int(p) for p in stated.cuda.split(".")[:2])
+            same = want[0] == major and (want[1] is None or want[0] >= 11 or want[1] == minor)
+            have, said = stated.cuda, f"CUDA {stated.cuda}"
+            lines = [line, stated.cuda_line]
+            asked = (
+                f"CUDA {want[0]}.{want[1]}"
+                if want[0] <= 10 and want[1] is not None
+                else (f"CUDA {want[0]}.x")
+            )
+        else:
+            continue
+        if same:
+            add("missing_cuda_libs", 2.0, lines)
+            note(
+                "missing_cuda_libs",
+                f"The log shows {said} installed, the version {lib} belongs to, yet it was not "
+                "found: its library folder is not on the loader path (LD_LIBRARY_PATH, or PATH "
+                "on Windows).",
+            )
+        else:
+            add("cuda_cudnn_version_mismatch", 3.0, lines)
+            note(
+                "cuda_cudnn_version_mismatch",
+                f"The log shows {said} installed, but this TensorFlow build looks for {lib} "
+                f"({asked}): install the version the build needs (or the TensorFlow built for "
+                f"{have}).",
             )

@@ -102,3 +102,53 @@ def test_no_tf_version_stated_means_no_fact_verdict() -> None:
         )
         is None
     )
+
+
+# --------------------------------------------- the CUDA / cuDNN installed against what TF asks for
+NVCC = "nvcc: NVIDIA (R) Cuda compiler driver\nCuda compilation tools, release {v}, V{v}.85\n"
+IMPORT_FAILS = "ImportError: {lib}: cannot open shared object file: No such file or directory\n"
+
+
+def test_another_cuda_installed_than_the_library_asks_for_is_a_mismatch() -> None:
+    got = first(NVCC.format(v="9.1") + IMPORT_FAILS.format(lib="libcublas.so.9.0"))
+    assert got is not None
+    cause, _, text = got
+    assert cause == "cuda_cudnn_version_mismatch"
+    assert "CUDA 9.1 installed" in text and "libcublas.so.9.0" in text and "CUDA 9.0" in text
+
+
+def test_the_cuda_asked_for_installed_but_not_found_is_a_path_problem() -> None:
+    got = first(NVCC.format(v="11.8") + IMPORT_FAILS.format(lib="libcudart.so.11.0"))
+    assert got is not None
+    cause, _, text = got
+    assert cause == "missing_cuda_libs"
+    assert "CUDA 11.8 installed" in text and "loader path" in text
+
+
+def test_cudnn_major_installed_against_the_one_asked_for() -> None:
+    conda = "cudnn                     8.1.0.77             h3e0f4f4_0    conda-forge\n"
+    got = first(
+        conda + "W dso_loader.cc:64] Could not load dynamic library 'libcudnn.so.7'; dlerror: "
+        "libcudnn.so.7: cannot open shared object file: No such file or directory\n"
+    )
+    assert got is not None and got[0] == "cuda_cudnn_version_mismatch"
+    assert "cuDNN 8 installed" in got[2]
+
+
+def test_nvidia_smi_cuda_version_is_the_drivers_ceiling_not_an_install() -> None:
+    smi = "| NVIDIA-SMI 535.54.03   Driver Version: 535.54.03   CUDA Version: 12.2     |\n"
+    got = first(smi + IMPORT_FAILS.format(lib="libcudart.so.11.0"))
+    assert got is not None and got[0] == "missing_cuda_libs"
+    assert "The log shows" not in got[2]  # no installed version is claimed
+
+
+def test_tf_built_for_another_cuda_major_than_installed() -> None:
+    got = first(
+        "Successfully installed tensorflow-2.16.1\n"
+        + NVCC.format(v="11.8")
+        + "W gpu_device.cc:2251] Cannot dlopen some GPU libraries. Please make sure the missing "
+        "libraries mentioned above are installed properly if you would like to use GPU.\n"
+        + IMPORT_FAILS.format(lib="libcudart.so.12")
+    )
+    assert got is not None and got[0] == "cuda_cudnn_version_mismatch"
+    assert "built and tested with CUDA 12" in got[2] and "CUDA 11.8 installed" in got[2]
