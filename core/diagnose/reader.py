@@ -231,7 +231,56 @@ def _iter_binary(fh: BinaryIO, source: str) -> Iterator[Chunk]:
         yield _chunk(source, line_no, clean_bytes(carry))
 
 
+# Hard-wrapped pastes: a console (Windows' cmd is 80 columns) or a mail client cut every long
+# line at one width. The cut halves are joined back (the continuation lines become empty, so
+# line numbers stay those of the input). Only small inputs are pastes.
+UNWRAP_MAX_BYTES = 512 << 10
+_WRAP_WIDTHS = range(60, 256)
+# a line that starts a record of its own: never a wrapped line's continuation
+_RECORD_START = re.compile(
+    rb"^(?:\d{4}-\d\d-\d\d|\[|[IWEF]\d{4}|[IWEF] |\+|\||Traceback|  File |\w*Error:|>>>)"
+)
+_DIGITS = re.compile(rb"\d+")
+
+
+def unwrap(raw: bytes) -> bytes:
+    """Join the lines of a paste hard-wrapped at one width; anything else comes back as it is.
+
+    Wrapped means: at least two lines are exactly as long as the longest line, each followed by
+    a line that does not start a record of its own; and they differ (numbers aside), or each is
+    followed by a shorter tail.
+    """
+    if len(raw) > UNWRAP_MAX_BYTES or b"\n" not in raw:
+        return raw
+    lines = raw.split(b"\n")
+    width = max(len(line) for line in lines)
+    if width not in _WRAP_WIDTHS:
+        return raw
+    cut = [
+        i
+        for i in range(len(lines) - 1)
+        if len(lines[i]) == width
+        and lines[i + 1].strip()
+        and not lines[i].endswith((b"|", b"+", b"-", b"="))
+        and not _RECORD_START.match(lines[i + 1])
+    ]
+    # the same line over and over at the longest length is a repeated message, not a wrap,
+    # unless each is followed by a shorter tail
+    tails_short = all(len(lines[i + 1]) < width for i in cut)
+    if len(cut) < 2 or (len({_DIGITS.sub(b"0", lines[i]) for i in cut}) < 2 and not tails_short):
+        return raw
+    head = joined = -1
+    for i in cut:
+        if i != joined:  # not the continuation just joined: a new wrapped record starts here
+            head = i
+        lines[head] += lines[i + 1]
+        lines[i + 1] = b""
+        joined = i + 1
+    return b"\n".join(lines)
+
+
 def _chunk(source: str, line_no: int, raw: bytes) -> Chunk:
+    raw = unwrap(raw)
     if b'\\n"' in raw:
         # JSON-escaped output lines (a notebook, a Jupyter JSON log): unescape them, and keep
         # raw and text the same characters

@@ -15,7 +15,7 @@ from tests import corpus
 from tests.conftest import CORPUS, FIXTURES
 from tfdoctor.core.diagnose import engine
 from tfdoctor.core.diagnose.engine import ExitInfo, diagnose
-from tfdoctor.core.diagnose.reader import iter_lines
+from tfdoctor.core.diagnose.reader import iter_lines, unwrap
 from tfdoctor.core.knowledge import KnowledgeError
 from tfdoctor.core.model import Fact, Facts
 
@@ -386,3 +386,61 @@ def test_a_crash_with_no_named_cause_gets_low_confidence_candidates() -> None:
         "I tensorflow/core/platform/cpu_feature_guard.cc:193] This TensorFlow binary is optimized\n"
     )
     assert diagnose(harmless.encode()).causes == ()
+
+
+def _hard_wrap(log: str, width: int) -> str:
+    out = []
+    for line in log.split("\n"):
+        while len(line) > width:
+            out.append(line[:width])
+            line = line[width:]
+        out.append(line)
+    return "\n".join(out)
+
+
+def test_a_paste_hard_wrapped_at_80_columns_gets_the_same_first_cause() -> None:
+    """Windows' console and mail clients cut long lines at one width: the halves are joined."""
+    same = 0
+    for case in DEV:
+        want = [c.id for c in diagnose(case.log.encode()).causes][:1]
+        got = [c.id for c in diagnose(_hard_wrap(case.log, 80).encode()).causes][:1]
+        same += want == got
+    assert same / len(DEV) >= 0.95, f"{same} of {len(DEV)} keep their first cause when wrapped"
+
+
+def test_the_joined_line_is_evidence_at_its_first_line_number() -> None:
+    line = (
+        "2018-03-05 13:43:54.533246: I tensorflow/core/common_runtime/gpu/gpu_device.cc:1283] "
+        "Ignoring visible gpu device (device: 0, name: Quadro K2000M, pci bus id: 0000:01:00.0, "
+        "compute capability: 3.0) with Cuda compute capability 3.0. The minimum required Cuda "
+        "capability is 3.5."
+    )
+    head = "name: Quadro K2000M major: 3 minor: 0 memoryClockRate(GHz): 0.745\n"
+    wrapped = head + _hard_wrap(line, 80) + "\n"
+    assert len(wrapped.splitlines()) == 5
+    top = diagnose(wrapped.encode()).causes[0]
+    assert top.id == "unsupported_gpu_arch"
+    assert any(e.line == 2 and "minimum required Cuda capability is 3.5" in e.text
+               for e in top.evidence)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # nvidia-smi's table: every row is 79 columns and ends in a border
+        "+-----------------------------------------------------------------------------+\n"
+        "| NVIDIA-SMI 367.48                 Driver Version: 367.48                    |\n"
+        "|-------------------------------+----------------------+----------------------+\n"
+        "| GPU  Name        Persistence-M| Bus-Id        Disp.A | Volatile Uncorr. ECC |\n",
+        # the same message repeated: not a wrap
+        "Failed to initialize CUDA device #105: CUDA driver version is insufficient\n" * 4
+        + "3.0\n",
+        # timestamped records of one length each start a line of their own
+        "2017-03-28 14:49:08.503782: step 0, loss = 4.67 (49.6 examples/sec; 2.581 sec/b)\n"
+        "2017-03-28 14:49:10.061204: step 10, loss = 4.59 (821.9 examples/sec; 0.156 se)\n"
+        "2017-03-28 14:49:11.797713: step 20, loss = 4.43 (737.1 examples/sec; 0.174 s)\n",
+    ],
+    ids=["nvidia-smi", "repeated", "records"],
+)
+def test_lines_that_only_look_wrapped_stay_as_they_are(text: str) -> None:
+    assert unwrap(text.encode()) == text.encode()
