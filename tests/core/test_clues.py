@@ -147,3 +147,42 @@ def test_the_runtime_file_name_says_missing_or_mismatched(lib: str, first: str) 
     got = ranked(DLOPEN.format(lib=lib))
     assert got[:1] == [first]
     assert set(got[:2]) == {"missing_cuda_libs", "cuda_cudnn_version_mismatch"}
+
+
+@pytest.mark.parametrize(
+    ("line", "first"),
+    [
+        # the PTX came from a newer CUDA than the driver loads: the driver, not the GPU
+        ("CUDA_ERROR_UNSUPPORTED_PTX_VERSION: the provided PTX was compiled with an "
+         "unsupported toolchain.", "driver_too_old"),
+        # XLA's wording in TF 2.15/2.16: the driver older than ptxas (ptxas is fine)
+        ("W external/local_xla/xla/service/gpu/nvptx_compiler.cc:742] The NVIDIA driver's CUDA "
+         "version is 12.0 which is older than the ptxas CUDA version (12.3.107). Because the "
+         "driver is older than the ptxas version, XLA is disabling parallel compilation",
+         "driver_too_old"),
+        # ptxas itself old is XLA's tooling
+        ("W tensorflow/compiler/xla/stream_executor/gpu/asm_compiler.cc:115] *** WARNING *** You "
+         "are using ptxas 10.1.243, which is older than 11.1.", "xla_ptxas_libdevice"),
+        # kernel module and libcuda of two driver versions
+        ("E tensorflow/stream_executor/cuda/cuda_diagnostics.cc:313] kernel version 418.87.0 does "
+         "not match DSO version 440.33.1 -- cannot find working devices in this configuration",
+         "driver_too_old"),
+        ("tensorflow.python.framework.errors_impl.FailedPreconditionError: DNN library "
+         "initialization failed. Look at the errors above for more details.",
+         "cuda_cudnn_version_mismatch"),
+        ("tensorflow.python.framework.errors_impl.InternalError: Graph execution error:\n"
+         "JIT compilation failed. [Op:__inference_train_function_1234]", "xla_ptxas_libdevice"),
+        ("tensorflow.python.framework.errors_impl.InternalError: GPU sync failed",
+         "illegal_memory_access_or_hw"),
+    ],
+    ids=["ptx-toolchain", "driver-older-than-ptxas", "old-ptxas", "kernel-vs-dso", "dnn-init",
+         "jit-failed", "gpu-sync"],
+)  # fmt: skip
+def test_messages_that_name_the_part_that_failed(line: str, first: str) -> None:
+    assert ranked(line)[:1] == [first]
+
+
+def test_a_late_sync_failure_alone_is_only_a_candidate() -> None:
+    d = diagnose(b"InternalError: GPU sync failed\n")
+    assert d.causes and all(c.confidence <= 0.3 for c in d.causes)
+    assert "Capture the whole output" in d.causes[0].explanation
