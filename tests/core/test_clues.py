@@ -186,3 +186,45 @@ def test_a_late_sync_failure_alone_is_only_a_candidate() -> None:
     d = diagnose(b"InternalError: GPU sync failed\n")
     assert d.causes and all(c.confidence <= 0.3 for c in d.causes)
     assert "Capture the whole output" in d.causes[0].explanation
+
+
+@pytest.mark.parametrize(
+    ("line", "first"),
+    [
+        ("tensorflow.python.framework.errors_impl.InternalError: CUDA runtime implicit "
+         "initialization on GPU:0 failed. Status: all CUDA-capable devices are busy or "
+         "unavailable", "gpu_memory_contention"),
+        ("jaxlib.xla_extension.XlaRuntimeError: RESOURCE_EXHAUSTED: Out of memory while trying "
+         "to allocate 17179869184 bytes.", "gpu_oom"),
+        ("slurmstepd: error: Detected 1 oom-kill event(s) in StepId=1234.0. Some of your "
+         "processes may have been killed by the cgroup out-of-memory handler.", "host_oom"),
+        ("ImportError: Could not find 'cudnn64_7.dll'. TensorFlow requires that this DLL be "
+         "installed in a directory that is named in your %PATH% environment variable.",
+         "missing_cuda_libs"),
+        ("F tensorflow/stream_executor/cuda/cuda_dnn.cc:222] Check failed: s.ok() could not find "
+         "cudnnCreate in cudnn DSO; dlerror: /usr/local/cuda/lib64/libcudnn.so.5: undefined "
+         "symbol: cudnnCreate", "cuda_cudnn_version_mismatch"),
+        ("ImportError: /usr/local/cuda/lib64/libcudnn.so.7: version `libcudnn.so.7' not found "
+         "(required by _pywrap_tensorflow_internal.so)", "cuda_cudnn_version_mismatch"),
+        ("E tensorflow/stream_executor/cuda/cuda_dnn.cc:81] Loaded cudnn library: 5005 but source "
+         "was compiled against 5103.", "cuda_cudnn_version_mismatch"),
+        ("ImportError: DLL load failed: The specified procedure could not be found.",
+         "cuda_cudnn_version_mismatch"),
+        ("InvalidArgumentError: Cannot assign a device for operation 'a': Operation was "
+         "explicitly assigned to /device:GPU:0 but available devices are [ "
+         "/job:localhost/replica:0/task:0/device:CPU:0 ].", "no_gpu_visible"),
+        ("illegal instruction (core dumped)  python3 train.py", "cpu_instructions_unsupported"),
+    ],
+    ids=["exclusive-mode", "xla-oom", "slurm-oom", "tf-self-check", "cudnn-symbol",
+         "cudnn-version-tag", "tf0-cudnn", "dll-procedure", "op-on-absent-gpu", "lowercase-sigill"],
+)  # fmt: skip
+def test_more_wordings_of_known_causes(line: str, first: str) -> None:
+    assert ranked(line)[:1] == [first]
+
+
+def test_vs_code_kernel_crash_is_a_crash_with_candidates() -> None:
+    d = diagnose(
+        b"The Kernel crashed while executing code in the the current cell or a previous cell. "
+        b"Please review the code in the cell(s) to identify a possible cause of the failure.\n"
+    )
+    assert d.causes and d.causes[0].id == "host_oom" and d.causes[0].confidence <= 0.3
