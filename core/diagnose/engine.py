@@ -172,6 +172,11 @@ class Diagnoser:
                 self._seen.clear()
             seen = self._seen[piece] = (line, matched)
         line, matched = seen
+        if len(matched) > 1 and any(sig.role == "source_file" for sig, _ in matched):
+            # the source file is only a clue for a message nothing else explains (blames or
+            # calls harmless; a fact such as the platform explains nothing)
+            if any(sig.causes or sig.noise for sig, _ in matched if sig.role != "source_file"):
+                matched = tuple(sg for sg in matched if sg[0].role != "source_file")
         noise = False
         for sig, groups in matched:
             noise = noise or sig.noise
@@ -241,7 +246,11 @@ class Diagnoser:
         strong = any(v >= MIN_SCORE for c, v in scores.items() if c in self.causes)
         # Never silent when the run failed: with no strong cause, the weak clues become up to
         # CANDIDATES low-confidence candidates, each with its reason and what to capture next.
-        failed = any(by_id[sid].role == "failure" for sid in self.hits)
+        failed = any(
+            by_id[sid].role == "failure"
+            or (by_id[sid].role == "source_file" and any(g.get("sev") == "F" for g in h.groups))
+            for sid, h in self.hits.items()
+        )
         for cid, score in sorted(scores.items(), key=lambda kv: -kv[1]):
             if cid not in self.causes or score <= 0:
                 continue

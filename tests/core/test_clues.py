@@ -228,3 +228,40 @@ def test_vs_code_kernel_crash_is_a_crash_with_candidates() -> None:
         b"Please review the code in the cell(s) to identify a possible cause of the failure.\n"
     )
     assert d.causes and d.causes[0].id == "host_oom" and d.causes[0].confidence <= 0.3
+
+
+@pytest.mark.parametrize(
+    ("line", "first"),
+    [
+        ("2019-01-01 12:00:00.123456: F tensorflow/stream_executor/cuda/cuda_dnn.cc:123] "
+         "a message no signature knows", "cuda_cudnn_version_mismatch"),
+        ("F0000 00:00:1711111111.123456   12345 nvptx_compiler.cc:600] a message no signature "
+         "knows", "xla_ptxas_libdevice"),
+        ("F c:\\tf_jenkins\\workspace\\tensorflow\\core\\common_runtime\\gpu\\gpu_event_mgr.cc:208]"
+         " a message no signature knows", "illegal_memory_access_or_hw"),
+    ],
+    ids=["tf1-tree", "xla-tree-abseil", "windows-tree"],
+)  # fmt: skip
+def test_a_fatal_line_unknown_but_from_a_cuda_source_file_gives_candidates(
+    line: str, first: str
+) -> None:
+    d = diagnose(line.encode())
+    assert [c.id for c in d.causes][:1] == [first]
+    assert d.causes[0].confidence <= 0.3 and "Capture the whole output" in d.causes[0].explanation
+
+
+@pytest.mark.parametrize(
+    "log",
+    [
+        # known noise from the same file: the source file adds nothing
+        "E external/local_xla/xla/stream_executor/cuda/cuda_dnn.cc:9261] Unable to register cuDNN "
+        "factory: Attempting to register factory for plugin cuDNN when one has already been "
+        "registered",
+        # an error line without any failure: a warning the run survived
+        "2019-01-01 12:00:00.123456: E tensorflow/stream_executor/cuda/cuda_dnn.cc:123] a message "
+        "no signature knows\nEpoch 1/2\n",
+    ],
+    ids=["known-noise", "no-failure"],
+)
+def test_a_source_file_alone_blames_nothing(log: str) -> None:
+    assert ranked(log) == []
