@@ -172,11 +172,14 @@ class Diagnoser:
                 self._seen.clear()
             seen = self._seen[piece] = (line, matched)
         line, matched = seen
-        if len(matched) > 1 and any(sig.role == "source_file" for sig, _ in matched):
-            # the source file is only a clue for a message nothing else explains (blames or
-            # calls harmless; a fact such as the platform explains nothing)
-            if any(sig.causes or sig.noise for sig, _ in matched if sig.role != "source_file"):
-                matched = tuple(sg for sg in matched if sg[0].role != "source_file")
+        # the source file is only a clue for a message nothing else explains (blames or calls
+        # harmless; a fact such as the platform explains nothing)
+        if (
+            len(matched) > 1
+            and any(sig.role == "source_file" for sig, _ in matched)
+            and any(sig.causes or sig.noise for sig, _ in matched if sig.role != "source_file")
+        ):
+            matched = tuple(sg for sg in matched if sg[0].role != "source_file")
         noise = False
         for sig, groups in matched:
             noise = noise or sig.noise

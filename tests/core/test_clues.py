@@ -265,3 +265,19 @@ def test_a_fatal_line_unknown_but_from_a_cuda_source_file_gives_candidates(
 )
 def test_a_source_file_alone_blames_nothing(log: str) -> None:
     assert ranked(log) == []
+
+
+def test_an_import_traceback_cut_before_its_last_line_names_the_usual_suspects() -> None:
+    log = (
+        "Traceback (most recent call last):\n"
+        '  File "/usr/local/lib/python3.6/dist-packages/tensorflow/python/pywrap_tensorflow.py",'
+        " line 58, in <module>\n"
+        "    from tensorflow.python.pywrap_tensorflow_internal import *\n"
+    )
+    d = diagnose(log.encode())
+    assert [c.id for c in d.causes] == [
+        "missing_cuda_libs",
+        "cpu_instructions_unsupported",
+        "cuda_cudnn_version_mismatch",
+    ]
+    assert all(c.confidence <= 0.3 for c in d.causes)
