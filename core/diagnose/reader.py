@@ -280,7 +280,8 @@ def unwrap(raw: bytes) -> bytes:
 
 
 def _chunk(source: str, line_no: int, raw: bytes) -> Chunk:
-    raw = unwrap(raw)
+    if line_no == 1:  # a paste is one chunk; never the tail of a big log
+        raw = unwrap(raw)
     if b'\\n"' in raw:
         # JSON-escaped output lines (a notebook, a Jupyter JSON log): unescape them, and keep
         # raw and text the same characters

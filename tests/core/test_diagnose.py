@@ -444,3 +444,13 @@ def test_the_joined_line_is_evidence_at_its_first_line_number() -> None:
 )
 def test_lines_that_only_look_wrapped_stay_as_they_are(text: str) -> None:
     assert unwrap(text.encode()) == text.encode()
+
+
+def test_the_tail_of_a_big_log_is_never_rejoined() -> None:
+    """Only a paste (the whole input in one chunk) is unwrapped: a long log's last chunk,
+    short as it may be, keeps its lines as they are."""
+    tail = ("x" * 79 + "\nmore\n" + "y" * 79 + "\nrest\n").encode()
+    assert unwrap(tail) != tail  # on its own it looks wrapped
+    body = b"Epoch 1/1 - loss: 0.1\n" * ((4 << 20) // 22 + 10)  # the last chunk: a few lines
+    lines = [t for _, t in iter_lines(body + tail)]
+    assert lines[-4:] == ["x" * 79, "more", "y" * 79, "rest"]
