@@ -239,6 +239,8 @@ class Diagnoser:
         )
         fact_rules(stated, add, _noter(notes), gpu_symptom=symptom)
         _bfc_rules(ooms, self.hits, add, notes, facts)
+        if not any(v > 0 for v in scores.values()) and not self.noise_lines:
+            _speed_only_rule(self.series, add, notes)
         # A run that got as far as allocating tensors was not stopped by a missing GPU: the
         # "no driver / cuInit failed" start-up notices then describe the setting, not the crash.
         if "no_gpu_visible" in scores and "training_progress" in self.hits:
@@ -356,6 +358,41 @@ def _series_rules(
             f"Memory grew in {ups} of {len(values) - 1} readings, by {growth:.0%} "
             f"(from the first to the last of {len(values)})."
         )
+
+
+THROUGHPUT_SERIES = ("throughput_reading", "throughput_stat")
+SPEED_ONLY_READINGS = 3
+SPEED_UNSTEADY_CV = 0.15  # step-to-step spread of a pipeline that cannot keep up
+
+
+def _speed_only_rule(
+    series: Mapping[str, list[tuple[tuple[str, int, str], float]]],
+    add: Any,
+    notes: dict[str, list[str]],
+) -> None:
+    """A log of training speed and nothing else: the question is why training is slow.
+
+    With no error and no warning to explain, the usual answer is an input pipeline that
+    cannot feed the accelerator; an unsteady speed (batches that wait for data now and then)
+    makes it likelier. Only a candidate: the utilization or a profile decides.
+    """
+    readings = [r for sid in THROUGHPUT_SERIES for r in series.get(sid) or []]
+    values = [v for _, v in readings if v > 0]
+    if len(values) < SPEED_ONLY_READINGS:
+        return
+    steady = values[1:] if len(values) > SPEED_ONLY_READINGS else values  # first: warm-up
+    mean = sum(steady) / len(steady)
+    cv = math.sqrt(sum((v - mean) ** 2 for v in steady) / len(steady)) / mean
+    unsteady = cv >= SPEED_UNSTEADY_CV
+    lines = sorted((w for w, _ in readings), key=lambda w: (w[0], w[1]))
+    add("input_bound", 1.6 if unsteady else 1.2, [lines[0], lines[-1]])
+    spread = f", varying by {cv:.0%} around their mean" if unsteady else ""
+    notes.setdefault("input_bound", []).append(
+        f"The log shows only training speed ({len(values)} readings{spread}) and no error. "
+        "When training is slower than it should "
+        "be, the usual cause is the input pipeline: check the GPU utilization while it runs "
+        "(nvidia-smi dmon) or capture a TensorFlow profile."
+    )
 
 
 def _say(sentences: tuple[str, ...], found: list[dict[str, str]]) -> str | None:

@@ -323,6 +323,30 @@ def test_memory_that_keeps_growing_is_a_leak_and_flat_memory_is_not() -> None:
     assert _ids(flat) == []
 
 
+def test_a_log_of_training_speed_alone_asks_about_the_input_pipeline() -> None:
+    """Speed readings and nothing else: the user is asking why training is slow. The input
+    pipeline is offered as a candidate, more strongly when the speed jumps about; any other
+    signal (an error, a known harmless notice) takes the question instead."""
+    speeds = (7772, 5326, 3962, 5388, 3703, 6100)
+    unsteady = "".join(
+        f"step {i * 20}: loss = 0.{i}1 ({v} examples/sec)\n" for i, v in enumerate(speeds)
+    )
+    steady = "".join(f"INFO:tensorflow:global_step/sec: {4.5 + 0.01 * i:.2f}\n" for i in range(6))
+    d = diagnose(unsteady.encode())
+    assert [c.id for c in d.causes] == ["input_bound"]
+    assert "only training speed" in d.causes[0].explanation and "varying" in d.causes[0].explanation
+    assert [e.line for e in d.causes[0].evidence] == [1, 6]
+    calm = diagnose(steady.encode()).causes
+    assert [c.id for c in calm] == ["input_bound"] and calm[0].confidence < d.causes[0].confidence
+    assert _ids(unsteady.splitlines()[0] + "\n" + unsteady.splitlines()[1]) == []  # too few
+    numa = (
+        "I cuda_gpu_executor.cc:937] successful NUMA node read from SysFS had negative value (-1)"
+    )
+    assert _ids(f"{numa}\n{unsteady}") == []
+    oom = "Allocator (GPU_0_bfc) ran out of memory trying to allocate 2.0GiB"
+    assert _ids(f"{unsteady}{oom}\n")[0] == "gpu_oom"
+
+
 @pytest.mark.parametrize(
     "line",
     [
