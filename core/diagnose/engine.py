@@ -338,16 +338,28 @@ def _reading(value: str, unit: str) -> float | None:
         return None
 
 
+MEMORY_SERIES = ("memory_reading", "memory_figure")
+
+
 def _series_rules(
     series: Mapping[str, list[tuple[tuple[str, int, str], float]]],
     add: Any,
     notes: dict[str, list[str]],
 ) -> None:
     """Readings that keep growing: memory measured after step after step is a leak."""
-    readings = series.get("memory_reading") or []
+    for sid in MEMORY_SERIES:
+        if _leak_in(series.get(sid) or [], add, notes):
+            return
+
+
+def _leak_in(
+    readings: list[tuple[tuple[str, int, str], float]],
+    add: Any,
+    notes: dict[str, list[str]],
+) -> bool:
     values = [v for _, v in readings]
     if len(values) < 4 or values[0] <= 0:
-        return
+        return False
     ups = sum(b > a for a, b in itertools.pairwise(values))
     growth = values[-1] / values[0] - 1
     # a few readings must all rise and clearly; a long series may dip now and then
@@ -358,6 +370,8 @@ def _series_rules(
             f"Memory grew in {ups} of {len(values) - 1} readings, by {growth:.0%} "
             f"(from the first to the last of {len(values)})."
         )
+        return True
+    return False
 
 
 THROUGHPUT_SERIES = ("throughput_reading", "throughput_stat")

@@ -323,6 +323,23 @@ def test_memory_that_keeps_growing_is_a_leak_and_flat_memory_is_not() -> None:
     assert _ids(flat) == []
 
 
+@pytest.mark.parametrize(
+    "template",
+    [
+        "epoch {i}: loss 0.31 - RSS: {v:.1f} MB",
+        "[step {i}] RAM used = {v:.2f} MiB",
+        "batch {i} mem: {v:.0f}MB",
+        "{{'current': {v:.0f}, 'peak': 9999999999}}",
+        "it {i} GPU memory: {v:.0f} MiB",
+    ],
+)
+def test_memory_under_other_names_that_keeps_growing_is_a_leak(template: str) -> None:
+    growing = "".join(template.format(i=i, v=800 + 40 * i) + "\n" for i in range(6))
+    flat = "".join(template.format(i=i, v=800 + (i % 2)) + "\n" for i in range(6))
+    assert _ids(growing)[:1] == ["memory_leak"]
+    assert _ids(flat) == []
+
+
 def test_a_log_of_training_speed_alone_asks_about_the_input_pipeline() -> None:
     """Speed readings and nothing else: the user is asking why training is slow. The input
     pipeline is offered as a candidate, more strongly when the speed jumps about; any other
