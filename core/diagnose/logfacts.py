@@ -69,6 +69,9 @@ class Stated:
     cudnn: int | None = None  # the cuDNN major installed
     cudnn_line: Line | None = None
     wanted: tuple[tuple[Line, str], ...] = ()  # (line, library) TensorFlow failed to load
+    cc_newest: str | None = None  # of several GPUs, the one TensorFlow would be likeliest to use
+    cc_newest_line: Line | None = None
+    gpu_created: bool = False  # TensorFlow created a GPU device: the GPU it has is supported
 
 
 def read_stated(
@@ -107,12 +110,16 @@ def read_stated(
             cuda = (ln, c)
         if d and cudnn is None:
             cudnn = (ln, int(d[0]))
+    newest = max(ccs, key=lambda lc: parse_cc(lc[1]) or (0, 0), default=None)
     return Stated(
         cuda=cuda[1] if cuda else None,
         cuda_line=cuda[0] if cuda else None,
         cudnn=cudnn[1] if cudnn else None,
         cudnn_line=cudnn[0] if cudnn else None,
         wanted=tuple(wanted),
+        cc_newest=newest[1] if newest else None,
+        cc_newest_line=newest[0] if newest else None,
+        gpu_created=any("GPU" in ln[2] for ln, _ in hits("created_device_memory")),
         tf_version=tf[-1][1] if tf else None,
         tf_line=tf[-1][0] if tf else None,
         windows=windows[0][0] if windows and not wsl else None,
@@ -135,6 +142,38 @@ def _older(a: str, b: str) -> bool | None:
         return None
 
 
+# No TensorFlow GPU build ever ran below 3.0; the prebuilt packages have needed 3.5 or more
+# since TF 1.x (TF's install guide), so with the version unknown 3.0 is very likely too old.
+EVERY_BUILD_MIN_CC = (3, 0)
+PREBUILT_MIN_CC = (3, 5)
+
+
+def _cc_without_version(
+    stated: Stated,
+    add: Callable[[str, float, list[Line]], None],
+    note: Callable[[str, str], None],
+) -> None:
+    """A GPU too old for any TensorFlow, when the log does not say which TensorFlow."""
+    key = parse_cc(stated.cc_newest) if stated.cc_newest else None
+    if key is None or stated.gpu_created:
+        return
+    where = [stated.cc_newest_line] if stated.cc_newest_line else []
+    if key < EVERY_BUILD_MIN_CC:
+        add("unsupported_gpu_arch", 4.0, where)
+        note(
+            "unsupported_gpu_arch",
+            f"The GPU has compute capability {stated.cc_newest}: no TensorFlow release supports "
+            "a GPU below 3.0, so TensorFlow runs on the CPU.",
+        )
+    elif key < PREBUILT_MIN_CC:
+        add("unsupported_gpu_arch", 2.5, where)
+        note(
+            "unsupported_gpu_arch",
+            f"The GPU has compute capability {stated.cc_newest}: TensorFlow's prebuilt packages "
+            "need 3.5 or newer (only a build from source can still target it).",
+        )
+
+
 def fact_rules(
     stated: Stated,
     add: Callable[[str, float, list[Line]], None],
@@ -150,6 +189,7 @@ def fact_rules(
     _installed_rules(stated, add, note)
     tf = stated.tf_version
     if tf is None:
+        _cc_without_version(stated, add, note)
         return
     tf_line = [stated.tf_line] if stated.tf_line else []
 
@@ -190,6 +230,8 @@ def fact_rules(
             where = [stated.cc_line] if stated.cc_line else []
             add("unsupported_gpu_arch", 4.0, tf_line + where)
             note("unsupported_gpu_arch", verdict.explanation)
+        elif verdict.verdict is CcVerdict.UNKNOWN:  # a release older than the table
+            _cc_without_version(stated, add, note)
 
     # A driver below what the build's CUDA needs.
     if stated.driver is not None:

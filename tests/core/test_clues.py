@@ -108,6 +108,10 @@ def test_a_tie_is_stated_with_less_confidence_than_a_clear_verdict() -> None:
         ">>> tf.config.list_physical_devices('GPU')\n[]\n",
         "print(tf.test.is_gpu_available())\n\nFalse\n",
         "I direct_session.cc:255] Device mapping: no known devices.\n",
+        ">>> tf.test.gpu_device_name()\n''\n",
+        "In [2]: tf.test.is_built_with_cuda()\nOut[2]: False\n",
+        "Num GPUs: 0\n",
+        "Number of GPUs available = 0\n",
     ],
 )
 def test_asked_for_its_gpus_tensorflow_answered_none(log: str) -> None:
@@ -118,6 +122,8 @@ def test_asked_for_its_gpus_tensorflow_answered_none(log: str) -> None:
     "log",
     [
         "[]\n",  # an empty list, but nobody asked for GPUs
+        "''\n",
+        "Num GPUs: 0.5 of each\n",
         ">>> tf.config.list_physical_devices('GPU')\n"
         "[PhysicalDevice(name='/physical_device:GPU:0', device_type='GPU')]\n",
     ],

@@ -104,6 +104,30 @@ def test_no_tf_version_stated_means_no_fact_verdict() -> None:
     )
 
 
+@pytest.mark.parametrize(
+    ("device", "sure"),
+    [
+        ("name: GeForce GT 520 major: 2 minor: 1 memoryClockRate (GHz) 1.62", True),
+        ("pciBusID: 0000:01:00.0 name: GeForce GTX 760 computeCapability: 3.0", False),
+    ],
+)
+def test_a_gpu_too_old_for_any_tensorflow_needs_no_version(device: str, sure: bool) -> None:
+    """Below 3.0 no TensorFlow ever ran; 3.0 only built from source. With no version stated
+    the first is said firmly, the second less so; a second, newer GPU or a GPU device that
+    TensorFlow did create means the old one is not the problem."""
+    log = f"I gpu_device.cc:1405] Found device 0 with properties:\n{device}\n"
+    got = first(log)
+    assert got is not None and got[0] == "unsupported_gpu_arch"
+    assert (got[1] >= 0.8) is sure and ("3.0" in got[2] or "3.5" in got[2])
+    newer = "pciBusID: 0000:02:00.0 name: GeForce RTX 2080 computeCapability: 7.5\n"
+    assert first(log + newer) is None
+    created = (
+        "Created TensorFlow device (/job:localhost/replica:0/task:0/device:GPU:0 with 1500 MB "
+        "memory) -> physical GPU (device: 0, name: GeForce GTX 760, pci bus id: 0000:01:00.0)\n"
+    )
+    assert first(log + created) is None
+
+
 # --------------------------------------------- the CUDA / cuDNN installed against what TF asks for
 NVCC = "nvcc: NVIDIA (R) Cuda compiler driver\nCuda compilation tools, release {v}, V{v}.85\n"
 IMPORT_FAILS = "ImportError: {lib}: cannot open shared object file: No such file or directory\n"
