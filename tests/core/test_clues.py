@@ -220,9 +220,19 @@ def test_a_late_sync_failure_alone_is_only_a_candidate() -> None:
          "explicitly assigned to /device:GPU:0 but available devices are [ "
          "/job:localhost/replica:0/task:0/device:CPU:0 ].", "no_gpu_visible"),
         ("illegal instruction (core dumped)  python3 train.py", "cpu_instructions_unsupported"),
+        ("W tensorflow/compiler/xla/service/gpu/llvm_gpu_backend/gpu_backend_lib.cc:522] "
+         "libdevice is required by this HLO module but was not found at ./libdevice.10.bc",
+         "xla_ptxas_libdevice"),
+        ("INTERNAL: ptxas exited with non-zero error code 65280, output: ", "xla_ptxas_libdevice"),
+        ("Searched for CUDA in the following directories:\n  ./cuda_sdk_lib\n  /usr/local/cuda\n"
+         "You can choose the search directory by setting xla_gpu_cuda_data_dir in HloModule's "
+         "DebugOptions.", "xla_ptxas_libdevice"),
+        ("Could not load library cudnn_cnn_infer64_8.dll. Error code 126\nPlease make sure "
+         "cudnn_cnn_infer64_8.dll is in your library path!", "missing_cuda_libs"),
     ],
     ids=["exclusive-mode", "xla-oom", "slurm-oom", "tf-self-check", "cudnn-symbol",
-         "cudnn-version-tag", "tf0-cudnn", "dll-procedure", "op-on-absent-gpu", "lowercase-sigill"],
+         "cudnn-version-tag", "tf0-cudnn", "dll-procedure", "op-on-absent-gpu", "lowercase-sigill",
+         "libdevice-hlo", "ptxas-exit", "xla-cuda-dirs", "cudnn8-sublib"],
 )  # fmt: skip
 def test_more_wordings_of_known_causes(line: str, first: str) -> None:
     assert ranked(line)[:1] == [first]
