@@ -575,6 +575,21 @@ def _context_rules(
                 "use is older than its library (finish the driver update, then reboot).",
             )
 
+    # A kernel that died right after `import tensorflow`, before any model code ran: the
+    # import itself killed it, and a CPU without AVX is the classic reason.
+    if (
+        "kernel_died" in hits
+        and "tf_import_statement" in hits
+        and not any(h in hits for h in ("fit_call", "training_progress", *_RAN_PAST_DEVICE_INIT))
+    ):
+        add("cpu_instructions_unsupported", 1.2, hits["tf_import_statement"].lines[:1])
+        note(
+            "cpu_instructions_unsupported",
+            "The kernel died with only `import tensorflow` shown, before any model ran: the "
+            "import itself crashed it, which is what a CPU without AVX does (check with "
+            "`grep -o avx /proc/cpuinfo`, or run the import in a terminal to see the message).",
+        )
+
     # /proc/cpuinfo pasted: TensorFlow 1.6+ binaries need AVX.
     cpu = hits.get("cpu_flags")
     if cpu and any("avx" not in g.get("flags", "").split() for g in cpu.groups):

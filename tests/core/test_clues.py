@@ -246,6 +246,14 @@ def test_vs_code_kernel_crash_is_a_crash_with_candidates() -> None:
     assert d.causes and d.causes[0].id == "host_oom" and d.causes[0].confidence <= 0.3
 
 
+def test_a_kernel_that_died_at_import_points_at_the_cpu_and_one_that_trained_does_not() -> None:
+    died = "Kernel Restarting: The kernel appears to have died. It will restart automatically.\n"
+    at_import = ranked("In [1]: import tensorflow as tf\n" + died)
+    assert at_import[:1] == ["cpu_instructions_unsupported"]
+    trained = ranked("import tensorflow as tf\nmodel.fit(x, y, epochs=20)\n" + died)
+    assert trained[:1] == ["host_oom"] and "cpu_instructions_unsupported" not in trained
+
+
 @pytest.mark.parametrize(
     ("line", "first"),
     [
