@@ -229,10 +229,16 @@ def test_a_late_sync_failure_alone_is_only_a_candidate() -> None:
          "DebugOptions.", "xla_ptxas_libdevice"),
         ("Could not load library cudnn_cnn_infer64_8.dll. Error code 126\nPlease make sure "
          "cudnn_cnn_infer64_8.dll is in your library path!", "missing_cuda_libs"),
+        ("`WARNING: The NVIDIA Driver was not detected.  GPU functionality will not be "
+         "available.", "no_gpu_visible"),
+        ("I gpu_device.cc:1605] Ignoring visible gpu device (device: 0, name: AMD Radeon R6, "
+         "pci bus id: 0000:00:01.0) with AMDGPU ISA gfx801. The minimum required AMDGPU ISA is "
+         "gfx803.", "unsupported_gpu_arch"),
     ],
     ids=["exclusive-mode", "xla-oom", "slurm-oom", "tf-self-check", "cudnn-symbol",
          "cudnn-version-tag", "tf0-cudnn", "dll-procedure", "op-on-absent-gpu", "lowercase-sigill",
-         "libdevice-hlo", "ptxas-exit", "xla-cuda-dirs", "cudnn8-sublib"],
+         "libdevice-hlo", "ptxas-exit", "xla-cuda-dirs", "cudnn8-sublib", "ngc-no-driver",
+         "rocm-isa"],
 )  # fmt: skip
 def test_more_wordings_of_known_causes(line: str, first: str) -> None:
     assert ranked(line)[:1] == [first]
