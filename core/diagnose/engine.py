@@ -38,6 +38,9 @@ from tfdoctor.core.knowledge.signatures import Signature as Signature
 from tfdoctor.core.knowledge.signatures import load_signatures as load_signatures
 from tfdoctor.core.model import Cause, Diagnosis, Evidence, Facts
 
+# clues only for a line that nothing else explains: which TF source file printed it, which
+# class of TF error it raised
+FALLBACK_ROLES = frozenset({"source_file", "error_class"})
 MIN_SCORE = 1.0  # below this a cause is only a candidate (when nothing stronger is there)
 CANDIDATES = 3
 CANDIDATE_CONFIDENCE = 0.3
@@ -172,14 +175,14 @@ class Diagnoser:
                 self._seen.clear()
             seen = self._seen[piece] = (line, matched)
         line, matched = seen
-        # the source file is only a clue for a message nothing else explains (blames or calls
-        # harmless; a fact such as the platform explains nothing)
+        # the source file or the error's class is only a clue for a message nothing else
+        # explains (blames or calls harmless; a fact such as the platform explains nothing)
         if (
             len(matched) > 1
-            and any(sig.role == "source_file" for sig, _ in matched)
-            and any(sig.causes or sig.noise for sig, _ in matched if sig.role != "source_file")
+            and any(sig.role in FALLBACK_ROLES for sig, _ in matched)
+            and any(sig.causes or sig.noise for sig, _ in matched if sig.role not in FALLBACK_ROLES)
         ):
-            matched = tuple(sg for sg in matched if sg[0].role != "source_file")
+            matched = tuple(sg for sg in matched if sg[0].role not in FALLBACK_ROLES)
         noise = False
         for sig, groups in matched:
             noise = noise or sig.noise
@@ -253,6 +256,7 @@ class Diagnoser:
         # CANDIDATES low-confidence candidates, each with its reason and what to capture next.
         failed = any(
             by_id[sid].role == "failure"
+            or by_id[sid].role == "error_class"
             or (by_id[sid].role == "source_file" and any(g.get("sev") == "F" for g in h.groups))
             for sid, h in self.hits.items()
         )

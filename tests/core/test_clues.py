@@ -252,6 +252,23 @@ def test_vs_code_kernel_crash_is_a_crash_with_candidates() -> None:
     assert d.causes and d.causes[0].id == "host_oom" and d.causes[0].confidence <= 0.3
 
 
+def test_an_error_class_whose_message_is_cut_off_gives_candidates() -> None:
+    """A notebook's traceback header ("InternalError   Traceback ...") with its message cut:
+    weak candidates that say what to capture; the same class with a message a signature
+    knows gets that message's cause, without the class's guesses."""
+    cut = diagnose(
+        b"InternalError                             Traceback (most recent call last)\n"
+        b"<ipython-input-7-1a2b3c> in <module>\n----> 1 model.fit(x_train, y_train)\n"
+    ).causes
+    assert [c.id for c in cut][:1] == ["gpu_memory_contention"] and len(cut) >= 2
+    assert all(c.confidence <= 0.3 for c in cut)
+    full = ranked(
+        "tensorflow.python.framework.errors_impl.InternalError: libdevice not found at "
+        "./libdevice.10.bc\n"
+    )
+    assert full == ["xla_ptxas_libdevice"]
+
+
 def test_a_kernel_that_died_at_import_points_at_the_cpu_and_one_that_trained_does_not() -> None:
     died = "Kernel Restarting: The kernel appears to have died. It will restart automatically.\n"
     at_import = ranked("In [1]: import tensorflow as tf\n" + died)
