@@ -234,11 +234,12 @@ def test_a_late_sync_failure_alone_is_only_a_candidate() -> None:
         ("I gpu_device.cc:1605] Ignoring visible gpu device (device: 0, name: AMD Radeon R6, "
          "pci bus id: 0000:00:01.0) with AMDGPU ISA gfx801. The minimum required AMDGPU ISA is "
          "gfx803.", "unsupported_gpu_arch"),
+        ("tensorflow                1.15.0          eigen_py37h9f89a44_0  ", "no_gpu_visible"),
     ],
     ids=["exclusive-mode", "xla-oom", "slurm-oom", "tf-self-check", "cudnn-symbol",
          "cudnn-version-tag", "tf0-cudnn", "dll-procedure", "op-on-absent-gpu", "lowercase-sigill",
          "libdevice-hlo", "ptxas-exit", "xla-cuda-dirs", "cudnn8-sublib", "ngc-no-driver",
-         "rocm-isa"],
+         "rocm-isa", "conda-cpu-build"],
 )  # fmt: skip
 def test_more_wordings_of_known_causes(line: str, first: str) -> None:
     assert ranked(line)[:1] == [first]
