@@ -25,7 +25,7 @@ TFDOCTOR = str(Path(sys.executable).parent / "tfdoctor")
 # the first 26 dev logs: every one is right first and stays so (regressions)
 CASES = [(c.name, c.want, c.log) for c in corpus.cases("dev") if "__" not in c.name]
 DEV = corpus.cases("dev")
-DEV_TOP1_FLOOR = 0.90  # the dev part's top-1 (tests/perf/bench_corpus.py); raised as it grows
+DEV_TOP1_FLOOR = 0.91  # the dev part's top-1 (tests/perf/bench_corpus.py); raised as it grows
 
 
 def test_the_corpus_is_there() -> None:
