@@ -407,9 +407,9 @@ def _speed_only_rule(
     spread = f", varying by {cv:.0%} around their mean" if unsteady else ""
     notes.setdefault("input_bound", []).append(
         f"The log shows only training speed ({len(values)} readings{spread}) and no error. "
-        "When training is slower than it should "
-        "be, the usual cause is the input pipeline: check the GPU utilization while it runs "
-        "(nvidia-smi dmon) or capture a TensorFlow profile."
+        "When training is slower than it should be, the usual cause is the input pipeline: "
+        "check the GPU utilization while it runs (nvidia-smi dmon) or capture a TensorFlow "
+        "profile."
     )
 
 
