@@ -522,6 +522,26 @@ def _context_rules(
                 lib_add(lib, "cuda_cudnn_version_mismatch", 1.4, line)
                 note("missing_cuda_libs", f"{lib} could not be loaded.")
 
+    # Colab's image ships a CUDA toolkit and cuDNN: a CUDA runtime it cannot find there is one
+    # of another major than the image's (a TensorFlow pinned to an older build), not a CUDA
+    # that is absent.
+    if "colab_platform" in hits:
+        runtime = [
+            lib
+            for lib in per_lib.get("missing_cuda_libs", {})
+            if cuda_soname(lib) is not None and RUNTIME_LIB.search(lib)
+        ]
+        if runtime:
+            lib_add(
+                runtime[0], "cuda_cudnn_version_mismatch", 3.4, hits["colab_platform"].lines[:1]
+            )
+            note(
+                "cuda_cudnn_version_mismatch",
+                f"This is Google Colab, whose image comes with its own CUDA: {runtime[0]} "
+                "not being there means this TensorFlow was built for another CUDA version "
+                "than the image's (often a TensorFlow pinned to an older release).",
+            )
+
     for cause, by_lib in per_lib.items():
         weights = sorted(by_lib.values(), reverse=True)
         add(cause, weights[0] + min(0.6, 0.2 * (len(weights) - 1)), lib_lines[cause])

@@ -155,6 +155,29 @@ def test_the_runtime_file_name_says_missing_or_mismatched(lib: str, first: str) 
     assert set(got[:2]) == {"missing_cuda_libs", "cuda_cudnn_version_mismatch"}
 
 
+def test_a_cuda_runtime_missing_on_colab_is_another_major_than_the_image() -> None:
+    """Colab's image ships its CUDA: a runtime library not found there is a TF for another CUDA
+    (the TF-2.x-for-CUDA-11 wheels on the CUDA 12 image). Elsewhere it stays 'not installed'."""
+    line = (
+        "W tensorflow/stream_executor/platform/default/dso_loader.cc:64] Could not load dynamic "
+        "library 'libcudart.so.11.0'; dlerror: libcudart.so.11.0: cannot open shared object "
+        "file: No such file or directory; LD_LIBRARY_PATH: {path}\n"
+    )
+    colab = ranked(
+        line.format(
+            path="/usr/local/lib/python3.10/dist-packages/cv2/../../lib64:/usr/lib64-nvidia"
+        )
+    )
+    plain = ranked(line.format(path="/usr/local/nvidia/lib:/usr/local/nvidia/lib64"))
+    assert colab[:2] == ["cuda_cudnn_version_mismatch", "missing_cuda_libs"]
+    assert plain[:2] == ["missing_cuda_libs", "cuda_cudnn_version_mismatch"]
+    # a Colab log where a library of no CUDA version (TensorRT) is absent blames nothing new
+    trt = (
+        "W dso_loader.cc:64] Could not load dynamic library 'libnvinfer.so.7'; from google.colab\n"
+    )
+    assert "cuda_cudnn_version_mismatch" not in ranked(trt)
+
+
 @pytest.mark.parametrize(
     ("line", "first"),
     [
