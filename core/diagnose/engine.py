@@ -242,6 +242,7 @@ class Diagnoser:
         )
         fact_rules(stated, add, _noter(notes), gpu_symptom=symptom)
         _bfc_rules(ooms, self.hits, add, notes, facts)
+        _holder_rule(self.hits, scores, add, _noter(notes), facts)
         if not any(v > 0 for v in scores.values()) and not self.noise_lines:
             _speed_only_rule(self.series, add, notes)
         # A run that got as far as allocating tensors was not stopped by a missing GPU: the
@@ -784,6 +785,9 @@ def _bfc_rules(
         decided = True
         add(cause, 3.5, lines_of(src, oom))
         note(cause, oom.sentence())
+        if cause == "gpu_memory_contention":  # the numbers are the OOM's, whoever held it
+            add("gpu_oom", 0.5, lines_of(src, oom))
+            note("gpu_oom", oom.sentence())
     if decided or not failures:
         return
     # No usable numbers (a pasted header only): judge by the request size and what else
@@ -814,6 +818,119 @@ def _bfc_rules(
     elif biggest >= 1 << 30:
         add("gpu_oom", 1.5, lines)
         note("gpu_oom", f"A single tensor needed {biggest / 2**30:.2f} GiB.")
+
+
+# a GPU allocation that failed: the workload's own OOM unless something else held the memory
+_OOM_FAILURES = (
+    "bfc_oom",
+    "oom_allocating_tensor",
+    "oom_allocation_report",
+    "dst_tensor_not_initialized",
+    "cuda_out_of_memory",
+    "xla_resource_exhausted",
+)
+_HANDLE_FAILURES = (
+    "cudnn_handle_failed",
+    "cublas_handle_failed",
+    "blas_launch_failed",
+    "blas_without_support",
+)
+HOLDER_MIN_MIB = 256  # a process row below this (a desktop's Xorg) holds nothing that matters
+SMALL_DEVICE_FRACTION = 0.5  # TF's device this far under the card: memory was taken already
+
+
+def _holders(hits: Mapping[str, _Hit], facts: Facts | None) -> list[tuple[str, int, str]]:
+    """The lines that show something other than this run holding GPU memory: nvidia-smi's
+    process rows or a busy card, TF 1.x's free memory far under the total, a device TF created
+    far smaller than the card, a GPU already full or taken when TF started, or (from the
+    environment check) other processes on the GPU now. Empty: no holder is seen."""
+    lines: list[tuple[str, int, str]] = []
+
+    def of(sid: str, keep: Callable[[Mapping[str, str]], bool]) -> None:
+        hit = hits.get(sid)
+        for where, g in zip(hit.lines if hit else [], hit.groups if hit else [], strict=False):
+            if keep(g):
+                lines.append(where)
+
+    def mib(value: str | None, unit: str | None = "MiB") -> float:
+        return (parse_size(f"{value}{unit}") or 0) / 2**20 if value else 0.0
+
+    of("nvidia_smi_process", lambda g: int(g.get("mib", 0)) >= HOLDER_MIN_MIB)
+    of("nvidia_smi_memory", lambda g: int(g.get("used", 0)) >= 0.5 * int(g.get("total", 1) or 1))
+    of(
+        "tf1_free_memory",
+        lambda g: mib(g.get("free"), g.get("fu")) < 0.5 * mib(g.get("total"), g.get("tu")),
+    )
+    of("device_init_out_of_memory", lambda g: True)
+    of("devices_busy", lambda g: True)
+    sizes = {g.get("which"): mib(g.get("size"), "") for g in _groups(hits, "tf1_memory_lines")}
+    if sizes.get("Free") and sizes.get("Total") and sizes["Free"] < 0.5 * sizes["Total"]:
+        lines += hits["tf1_memory_lines"].lines[:2]
+    # the card's size: the log's device properties or nvidia-smi, else the check's facts
+    totals = [mib(g.get("total"), g.get("tu")) for g in _groups(hits, "tf1_free_memory")]
+    totals += [float(g.get("total", 0)) for g in _groups(hits, "nvidia_smi_memory")]
+    totals += [sizes.get("Total") or 0.0]
+    if facts is not None:
+        totals += [float(facts.value(n)) for n in facts if _is_total(facts, n)]
+    card = max(totals, default=0.0)
+    if card:
+        of("created_device_memory", lambda g: int(g.get("mb", 0)) < SMALL_DEVICE_FRACTION * card)
+    if facts is not None:
+        for name in facts:
+            if not re.fullmatch(r"gpu\d+\.processes", name):
+                continue
+            probe = facts.value("target.probe_pid")
+            procs = facts.value(name) or []
+            others = [
+                p
+                for p in procs
+                if isinstance(p, dict)
+                and p.get("pid") != probe
+                and (p.get("used_mib") or 0) >= HOLDER_MIN_MIB
+            ]
+            for p in others[:2]:
+                text = f"{p.get('name') or 'a process'} (pid {p.get('pid')}) holds "
+                lines.append(("environment check", 0, text + f"{p.get('used_mib')} MiB"))
+    return lines
+
+
+def _groups(hits: Mapping[str, _Hit], sid: str) -> list[dict[str, str]]:
+    hit = hits.get(sid)
+    return hit.groups if hit else []
+
+
+def _is_total(facts: Facts, name: str) -> bool:
+    return name.endswith(".memory_total_mib") and isinstance(facts.value(name), int)
+
+
+def _holder_rule(
+    hits: Mapping[str, _Hit],
+    scores: dict[str, float],
+    add: Any,
+    note: Callable[[str, str], None],
+    facts: Facts | None,
+) -> None:
+    """Another process holding the GPU memory outranks the workload's own OOM only when the
+    evidence shows a holder; without one, an allocation that failed is the workload's."""
+    contention = scores.get("gpu_memory_contention", 0.0)
+    if contention <= 0 or not any(s in hits for s in _OOM_FAILURES):
+        return
+    if any(s in hits for s in _HANDLE_FAILURES):
+        # cuDNN/cuBLAS could not get memory for their own handles: the memory was held before
+        # the model asked for any (TF's grab-all pool, or another process): contention itself
+        return
+    holders = _holders(hits, facts)
+    if holders:
+        add("gpu_memory_contention", 0.3, holders)
+        return
+    oom = scores.get("gpu_oom", 0.0)
+    if contention >= oom:
+        add("gpu_oom", contention - oom + 0.6)
+        note(
+            "gpu_memory_contention",
+            "Nothing in what you gave shows another process on the GPU: to tell, run "
+            "`nvidia-smi` while it trains (or check the environment on the first step).",
+        )
 
 
 def _benign_lines(hits: Mapping[str, _Hit], src: str, oom: BfcOom) -> list[tuple[str, int, str]]:

@@ -495,3 +495,50 @@ def test_the_tail_of_a_big_log_is_never_rejoined() -> None:
     body = b"Epoch 1/1 - loss: 0.1\n" * ((4 << 20) // 22 + 10)  # the last chunk: a few lines
     lines = [t for _, t in iter_lines(body + tail)]
     assert lines[-4:] == ["x" * 79, "more", "y" * 79, "rest"]
+
+
+def _dev_log(name: str) -> str:
+    return next(c.log for c in corpus.cases("dev") if c.name == name)
+
+
+def test_another_process_outranks_the_oom_only_when_a_holder_is_seen() -> None:
+    """A GPU allocation that failed is the workload's own OOM unless something shows another
+    holder: nvidia-smi's process table, the environment check's NVML processes, or a device TF
+    created far smaller than the card."""
+    from tfdoctor.core.probes.nvml import collect_from_snapshot
+
+    # real: a 73.5 MiB request failing on a T4 (no stats, no other process in the paste)
+    oom = _dev_log("038_gpu_memory_contention.txt")
+    alone = diagnose(oom.encode()).causes
+    assert [c.id for c in alone[:2]] == ["gpu_oom", "gpu_memory_contention"]
+    assert "Nothing in what you gave shows another process" in alone[1].explanation
+    # real: the K80 thread's nvidia-smi, a python process holding 10888 MiB of the card
+    smi = _dev_log("023_gpu_memory_contention.txt")
+    both = diagnose(oom.encode(), smi.encode(), names=["train.log", "nvidia-smi.txt"]).causes
+    assert both[0].id == "gpu_memory_contention"
+    assert any("10888MiB" in e.text and e.source == "nvidia-smi.txt" for e in both[0].evidence)
+    # a replayed NVML session: a forgotten Jupyter kernel holds most of an RTX 3090
+    nvml = collect_from_snapshot(FIXTURES / "snapshots" / "rtx3090_forgotten_jupyter_kernel.json")
+    checked = diagnose(oom.encode(), facts=Facts(nvml.facts)).causes
+    assert checked[0].id == "gpu_memory_contention"
+    assert any(e.source == "environment check" and "holds" in e.text for e in checked[0].evidence)
+
+
+def test_a_device_far_smaller_than_the_card_is_a_holder() -> None:
+    # real device properties (tensorflow/tensorflow#21775, "Suddenly OOM (GPU has free
+    # memory)"): TF got 966 MB of a 1.96 GiB MX150; the dump lines are TF 1.x's format
+    from tests.core.test_bfc import MX150_PROPS
+
+    dump = (
+        "2018-08-21 23:57:01.000000: W tensorflow/core/common_runtime/bfc_allocator.cc:275] "
+        "Allocator (GPU_0_bfc) ran out of memory trying to allocate 64.00MiB.  Current "
+        "allocation summary follows.\n"
+        "2018-08-21 23:57:01.000001: I tensorflow/core/common_runtime/bfc_allocator.cc:678] "
+        "Stats: \nLimit:                  1012924416\nInUse:                   990000000\n"
+    )
+    causes = diagnose((MX150_PROPS + dump).encode()).causes
+    assert causes[0].id == "gpu_memory_contention"
+    assert any("966 MB memory" in e.text for e in causes[0].evidence)
+    # the numbers of the OOM are told with the OOM too, whoever held the rest
+    oom = next(c for c in causes if c.id == "gpu_oom")
+    assert "64" in oom.explanation
