@@ -88,7 +88,10 @@ CATALOGUE: dict[str, str] = {
     "oomd.active": "systemd-oomd is running",
     "kernel_log.readable": "the kernel log could be read",
     "kernel_log.source": "how the kernel log was read",
-    "kernel_log.oom_kills": "recent OOM kill records: {pid, process, line}",
+    "kernel_log.oom_kills": (
+        "recent OOM kill records of the user's processes: {pid, process, line, kind, rss_kib?}"
+    ),
+    "kernel_log.own_oom_kills": "how many recent OOM kills were tfdoctor's own capped workers",
     "kernel_log.xid_errors": "recent NVIDIA Xid records: {xid, pci, pid, line}",
     # --- CUDA installs (core/probes/cudalibs.py) ---
     "cuda.ldconfig_libs": "CUDA-family libs in the ldconfig cache: {name, path, version}",

@@ -26,11 +26,12 @@ from types import TracebackType
 
 import psutil
 
+from tfdoctor.core.experiments import CGROUP_PREFIX
 from tfdoctor.core.probes.system import mount_for, parse_proc_cgroup
 
 log = logging.getLogger(__name__)
 
-PREFIX = "tfdoctor-"
+PREFIX = CGROUP_PREFIX  # the kernel log names these: their kills are our own experiments
 _counter = itertools.count()
 
 

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tfdoctor.core import jsonio
+from tfdoctor.core import experiments, jsonio
 from tfdoctor.core.bench import evidence, memcg, procgroup
 from tfdoctor.core.bench.config import BenchConfig
 from tfdoctor.core.bench.evidence import OomKillEvidence
@@ -138,6 +138,9 @@ class WorkerProcess:
         os.close(ctl_r)
         self._ctl = ctl_w
         self.started_at = time.monotonic()
+        # its OOM kill, if it comes, is ours: the machine's findings must not count it
+        cgroup = str(self.cgroup.path) if self.cgroup is not None else None
+        experiments.record_worker(self.run_dir, self.proc.pid, cgroup, self.memory_cap_mib)
         assert self.proc.stdout is not None
         self._io = threading.Thread(
             target=self._pump,

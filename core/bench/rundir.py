@@ -8,16 +8,13 @@ import os
 import shutil
 from pathlib import Path
 
-from tfdoctor.core.paths import state_dir
+from tfdoctor.core.experiments import runs_root
+
+__all__ = ["RUNS_KEPT", "make_run_dir", "runs_root"]
 
 log = logging.getLogger(__name__)
 
 RUNS_KEPT = 20
-
-
-def runs_root() -> Path:
-    """Where run folders go (under tfdoctor's state folder)."""
-    return state_dir() / "runs"
 
 
 def make_run_dir(root: Path | None = None) -> Path | None:

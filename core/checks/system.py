@@ -92,17 +92,35 @@ def check_kernel_log(facts: Facts, ctx: CheckContext) -> Iterator[Finding]:
             "system",
         )
         return
-    kills = facts.value("kernel_log.oom_kills") or []
+    kills = [k for k in facts.value("kernel_log.oom_kills") or [] if isinstance(k, dict)]
     if kills:
+        shown = kills[-5:]
+        cgroup_kill = any(k.get("kind") == "cgroup" for k in shown)
         yield Finding(
             "system.recent_oom_kills",
             S.WARNING,
             f"The kernel OOM killer killed {len(kills)} process{'es' if len(kills) > 1 else ''} "
             "recently",
-            "When RAM ran out, the kernel killed these processes. A notebook whose kernel "
-            "'died' without an error is usually one of them.",
-            tuple(Evidence(str(k.get("line", k)), source="kernel log") for k in kills[-5:]),
-            ("stream_tf_data", "add_swap"),
+            "When memory ran out, the kernel killed these processes. A notebook whose kernel "
+            "'died' without an error is usually one of them. "
+            + " ".join(_kill_in_words(k) for k in shown),
+            tuple(Evidence(str(k.get("line", k)), source="kernel log") for k in shown),
+            # a cgroup's own limit can be raised; a global kill needs less RAM used, or more
+            ("stream_tf_data", "add_swap", *(("raise_memory_limit",) if cgroup_kill else ())),
+            "system",
+        )
+    own = facts.value("kernel_log.own_oom_kills")
+    if isinstance(own, int) and own > 0:
+        yield Finding(
+            "system.own_oom_kills_left_out",
+            S.OK,
+            f"{own} OOM kill{'s' if own > 1 else ''} in the kernel log "
+            f"{'were' if own > 1 else 'was'} tfdoctor's own capped runs",
+            "Reproduce runs under a RAM cap are killed by the kernel when they reach it, on "
+            "purpose. Those kills are tfdoctor's experiments, not your problem, and are left "
+            "out of these findings.",
+            ev(facts, "kernel_log.own_oom_kills"),
+            (),
             "system",
         )
     xids = facts.value("kernel_log.xid_errors") or []
@@ -121,6 +139,21 @@ def check_kernel_log(facts: Facts, ctx: CheckContext) -> Iterator[Finding]:
             ("check_gpu_hardware",),
             "system",
         )
+
+
+def _kill_in_words(kill: dict[str, object]) -> str:
+    """One OOM kill record as a sentence: who, how much RAM it held, and what ran out."""
+    who = f"{kill.get('process') or 'A process'} (pid {kill.get('pid') or '?'})"
+    rss = kill.get("rss_kib")
+    held = f" held {mib_as_gib(rss / 1024)} of RAM and" if isinstance(rss, int) and rss else ""
+    when = f" at {kill['time']}" if kill.get("time") else ""
+    why = {
+        "cgroup": f"its memory cgroup{' ' + str(kill['cgroup']) if kill.get('cgroup') else ''} "
+        "reached its limit",
+        "global": "the whole machine ran out of memory",
+        "systemd-oomd": "systemd-oomd judged the memory pressure too high",
+    }.get(str(kill.get("kind")), "memory ran out")
+    return f"{who}{held} was killed{when}: {why}."
 
 
 @check(SYSTEM)

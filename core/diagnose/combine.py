@@ -43,7 +43,11 @@ def combine(found: Iterable[tuple[str, Cause]]) -> list[RankedCause]:
     for source, c in found:
         miss, ev, srcs, first = merged.get(c.id, (1.0, [], [], c))
         miss *= 1.0 - max(0.0, min(1.0, c.confidence))
-        ev.extend(e for e in c.evidence if e not in ev)
+        quoted_by = {x.text: x.source for x in ev}  # a line two inputs quote is shown once
+        for e in c.evidence:
+            if e not in ev and quoted_by.get(e.text, e.source) == e.source:
+                ev.append(e)
+                quoted_by.setdefault(e.text, e.source)
         if source not in srcs:
             srcs.append(source)
         merged[c.id] = (miss, ev, srcs, first)

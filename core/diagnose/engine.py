@@ -251,6 +251,7 @@ class Diagnoser:
             scores["no_gpu_visible"] *= 0.1  # training ran (on the CPU): not why it failed
         elif "no_gpu_visible" in scores and any(h in self.hits for h in _RAN_PAST_DEVICE_INIT):
             scores["no_gpu_visible"] *= 0.4
+        not_for = _fixes_that_do_not_apply(self.hits)
         causes: list[Cause] = []
         strong = any(v >= MIN_SCORE for c, v in scores.items() if c in self.causes)
         # Never silent when the run failed: with no strong cause, the weak clues become up to
@@ -271,11 +272,14 @@ class Diagnoser:
             ceiling = 0.99 if score >= MIN_SCORE else CANDIDATE_CONFIDENCE
             info = self.causes[cid]
             seen: set[tuple[str, int]] = set()
+            # one line given in two inputs (dmesg and a log) is shown once
+            quoted_by: dict[str, str] = {}
             ev_lines = []
             for src, n, text in sorted(evidence.get(cid, []), key=lambda t: (t[0], t[1])):
-                if (src, n) in seen:
+                if (src, n) in seen or quoted_by.get(text, src) != src:
                     continue
                 seen.add((src, n))
+                quoted_by.setdefault(text, src)
                 ev_lines.append(Evidence(text, line=n, source=src))
             explanation = " ".join([*notes.get(cid, []), info.explanation])
             causes.append(
@@ -285,7 +289,7 @@ class Diagnoser:
                     title=info.title,
                     explanation=explanation,
                     evidence=tuple(ev_lines[:EVIDENCE_PER_CAUSE]),
-                    fixes=info.fixes,
+                    fixes=tuple(f for f in info.fixes if f not in not_for.get(cid, ())),
                 )
             )
         return Diagnosis(
@@ -432,6 +436,18 @@ def _say(sentences: tuple[str, ...], found: list[dict[str, str]]) -> str | None:
 
                 return SAYS_FIELD.sub(fill, sentence)
     return None
+
+
+def _fixes_that_do_not_apply(hits: Mapping[str, _Hit]) -> dict[str, set[str]]:
+    """Per cause, the fixes the evidence rules out: a kernel OOM kill of the whole machine
+    (no memory cgroup hit its limit) is not helped by raising a cgroup's limit."""
+    kills = hits.get("kernel_oom_kill")
+    texts = [text for _, _, text in kills.lines] if kills else []
+    cgroup = any("Memory cgroup out of memory" in t or "CONSTRAINT_MEMCG" in t for t in texts)
+    machine = any(
+        "CONSTRAINT_NONE" in t or re.search(r"(?<!cgroup )Out of memory: Kill", t) for t in texts
+    )
+    return {"host_oom": {"raise_memory_limit"}} if machine and not cgroup else {}
 
 
 def _cpu_only_devices(hits: Mapping[str, _Hit]) -> bool:

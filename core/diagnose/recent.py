@@ -14,6 +14,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from tfdoctor.core import experiments
 from tfdoctor.core.probes import system
 
 MAX_BYTES = 8 << 20
@@ -38,17 +39,26 @@ class Found:
 
 
 def kernel_log_crashes() -> tuple[list[Found], str | None]:
-    """The kernel log's OOM-kill and Xid lines, or why the log could not be read."""
+    """The kernel log's OOM-kill and Xid lines, or why the log could not be read (or that it
+    held only tfdoctor's own kills). tfdoctor's capped workers are left out."""
     log = system.read_kernel_log()
     if not log.readable:
         why = "; ".join(log.problems) or "the kernel log is not readable here"
         return [], f"kernel log: {why}"
-    ooms = system.parse_oom_kills(log.lines)
+    all_ooms = system.parse_oom_kills(log.lines, limit=0)
+    # tfdoctor's own capped workers were killed on purpose: not a crash of the user's
+    own = experiments.own_worker_pids()
+    theirs = [r for r in all_ooms if not experiments.is_own_kill(r, own)]
+    left_out = len(all_ooms) - len(theirs)
+    ooms = theirs[-system.MAX_RECORDS :]
     xids = system.parse_xid_errors(log.lines)
     lines = [str(r.get("line")) for r in ooms] + [str(r.get("line")) for r in xids]
     if not lines:
-        return [], None
+        mine = f"kernel log: only OOM kills of tfdoctor's own capped runs ({left_out}), left out"
+        return [], mine if left_out else None
     name = f"kernel log ({len(ooms)} OOM kills, {len(xids)} Xid errors)"
+    if left_out:
+        name += f"; {left_out} kills of tfdoctor's own capped runs left out"
     return [Found(name, ("\n".join(lines) + "\n").encode())], None
 
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tfdoctor.core import experiments
 from tfdoctor.core.knowledge import signatures
 from tfdoctor.core.model import Fact, FactValue, ProbeResult, ProbeStatus
 
@@ -201,7 +202,8 @@ def parse_oom_kills(lines: Iterable[str], limit: int = MAX_RECORDS) -> list[dict
         limit: keep only the most recent records.
 
     Returns:
-        Records, most recent last: ``{pid, process, line, kind, cgroup?, time?}`` where kind is
+        Records, most recent last: ``{pid, process, line, kind, cgroup?, time?, rss_kib?}``
+        (rss_kib: the process's anonymous memory when killed) where kind is
         ``global`` (whole machine out of memory), ``cgroup`` (a memory cgroup limit was hit),
         ``systemd-oomd`` (killed by the userspace OOM daemon) or ``kernel`` (not stated).
     """
@@ -255,14 +257,19 @@ def parse_oom_kills(lines: Iterable[str], limit: int = MAX_RECORDS) -> list[dict
                     kind = announced_kind or "kernel"
                 announced_kind = None
                 pending = open_by_pid.pop(pid, None)
+                rss = m2.group("rss_kb")
                 if pending is not None:
                     # The summary line came first; the Killed line is the one people recognise.
                     pending["line"] = line
                     pending["process"] = m2.group("name")
                     if pending["kind"] != "cgroup":
                         pending["kind"] = kind
+                    if rss:
+                        pending["rss_kib"] = int(rss)
                     continue
                 rec = {"pid": pid, "process": m2.group("name"), "line": line, "kind": kind}
+                if rss:
+                    rec["rss_kib"] = int(rss)
                 t = _line_time(line)
                 if t:
                     rec["time"] = t
@@ -786,7 +793,17 @@ def collect(
             return
         source = klog.source or "?"
         add("kernel_log.source", source, source)
-        add("kernel_log.oom_kills", parse_oom_kills(klog.lines), source)
+        # tfdoctor's own capped workers (cgroups tfdoctor-*, PIDs in its run records) are
+        # kept apart: their kills are experiments, not the user's problem
+        own = experiments.own_worker_pids()
+        kills = parse_oom_kills(klog.lines, limit=0)
+        theirs = [k for k in kills if not experiments.is_own_kill(k, own)]
+        add("kernel_log.oom_kills", theirs[-MAX_RECORDS:], source)
+        add(
+            "kernel_log.own_oom_kills",
+            sum(1 for k in kills if experiments.is_own_kill(k, own)),
+            source,
+        )
         add("kernel_log.xid_errors", parse_xid_errors(klog.lines), source)
 
     section("os", os_facts)

@@ -542,3 +542,20 @@ def test_a_device_far_smaller_than_the_card_is_a_holder() -> None:
     # the numbers of the OOM are told with the OOM too, whoever held the rest
     oom = next(c for c in causes if c.id == "gpu_oom")
     assert "64" in oom.explanation
+
+
+def test_a_host_oom_kill_in_words_with_fixes_that_fit_the_kill() -> None:
+    """Real kernel lines: the whole machine ran out (pcyin/tranX#41, CONSTRAINT_NONE) versus a
+    memory cgroup at its limit (recorded here). Raising a cgroup's limit is offered only for
+    the second; the RSS is said in GiB; a line given twice is shown once."""
+    machine = (FIXTURES / "logs" / "real_global_oom_kill.txt").read_bytes()
+    capped = (FIXTURES / "logs" / "real_host_oom_kill.txt").read_bytes()
+    (top, *_) = diagnose(machine).causes
+    assert top.id == "host_oom" and "held 30.0 GiB of RAM" in top.explanation
+    assert "raise_memory_limit" not in top.fixes and "add_swap" in top.fixes
+    (top, *_) = diagnose(capped).causes
+    assert top.id == "host_oom" and "raise_memory_limit" in top.fixes
+    twice = diagnose(machine, machine, names=["dmesg.txt", "kernel log"]).causes[0]
+    texts = [e.text for e in twice.evidence]
+    assert len(texts) == len(set(texts))
+    assert sum("Killed process 25315" in t for t in texts) == 1

@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import subprocess
 import sys
+from pathlib import Path
 from types import ModuleType
 
 import pytest
@@ -131,3 +132,56 @@ def test_wrapped_command_keeps_the_pid_and_sits_in_the_cgroup() -> None:
         pid, _, cgroups = out.partition("\n")
         assert int(pid) == proc.pid
         assert cg.path.name in cgroups
+
+
+def _killed_in(cg: memcg.MemoryCgroup) -> int:
+    proc = subprocess.Popen(cg.wrap([sys.executable, "-c", "x = bytearray(400 << 20)"]))
+    assert proc.wait(timeout=60) == -9
+    return proc.pid
+
+
+@needs_memcg
+def test_tfdoctors_own_kills_are_kept_out_of_the_machines_findings(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Three real kernel OOM kills: a capped tfdoctor worker (cgroup tfdoctor-*), a worker of
+    ours in another cgroup whose PID a run folder recorded, and the user's own job. Only the
+    user's reaches the environment check and "Find recent crashes"."""
+    from tfdoctor.core import experiments
+    from tfdoctor.core.checks import CheckContext, run_checks
+    from tfdoctor.core.diagnose import recent
+    from tfdoctor.core.model import Facts
+
+    if not system.read_kernel_log().readable:
+        pytest.skip("the kernel log is not readable here")
+    monkeypatch.setenv("TFDOCTOR_STATE_DIR", str(tmp_path))
+    with memcg.MemoryCgroup(96 << 20) as cg:
+        ours = _killed_in(cg)
+    with memcg.MemoryCgroup(96 << 20, name=f"bench-elsewhere-{ours}") as cg:
+        recorded = _killed_in(cg)
+    run = tmp_path / "runs" / "20261124-000000-1-0"
+    run.mkdir(parents=True)
+    experiments.record_worker(run, recorded, None, 96)
+    with memcg.MemoryCgroup(96 << 20, name=f"user-job-{ours}") as cg:
+        theirs = _killed_in(cg)
+
+    probe = system.collect()
+    facts = Facts(probe.facts)
+    kills = facts.value("kernel_log.oom_kills")
+    pids = {k["pid"] for k in kills}
+    assert theirs in pids and not pids & {ours, recorded}
+    assert facts.value("kernel_log.own_oom_kills") >= 2
+    found = {f.id: f for f in run_checks(facts, CheckContext({"system": probe}), done=["system"])}
+    machine = found["system.recent_oom_kills"]
+    assert not any(str(ours) in e.text or str(recorded) in e.text for e in machine.evidence)
+    # in words: how much RAM it held, and that its cgroup's limit (not the machine) was hit
+    assert f"(pid {theirs}) held" in machine.explanation
+    assert "reached its limit" in machine.explanation
+    assert "raise_memory_limit" in machine.fixes
+    assert found["system.own_oom_kills_left_out"].severity.label == "ok"
+    crashes, problem = recent.kernel_log_crashes()
+    assert problem is None
+    text = b"".join(c.text for c in crashes).decode()
+    assert f"Killed process {theirs} " in text
+    assert f"Killed process {ours} " not in text and f"Killed process {recorded} " not in text
+    assert "tfdoctor's own capped runs left out" in crashes[0].name
