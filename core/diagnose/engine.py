@@ -243,6 +243,7 @@ class Diagnoser:
         fact_rules(stated, add, _noter(notes), gpu_symptom=symptom)
         _bfc_rules(ooms, self.hits, add, notes, facts)
         _holder_rule(self.hits, scores, add, _noter(notes), facts)
+        _device_refusal_rule(self.hits, add, _noter(notes))
         if not any(v > 0 for v in scores.values()) and not self.noise_lines:
             _speed_only_rule(self.series, add, notes)
         # A run that got as far as allocating tensors was not stopped by a missing GPU: the
@@ -328,6 +329,8 @@ _CPU_ALLOCATOR = re.compile(
     r"cpu|host", re.I
 )  # cpu, mklcpu, bfc_cpu_allocator_for_gpu, gpu_host_bfc
 _DRIVER_SIDE = re.compile(r"^(libcuda\.so|nvcuda\.dll|libnvidia-ml|nvml\.dll)", re.I)
+# the runtime itself, cuDNN (a separate install) and CUPTI (the profiler's, optional)
+_NOT_A_TOOLKIT_SIBLING = re.compile(r"cudart|cublas(?!Lt)|cudnn|cupti", re.IGNORECASE)
 _DLOPEN_SIGNATURES = (
     "dlopen_failed",
     "shared_object_missing",
@@ -557,6 +560,22 @@ def _context_rules(
                 f"This is Google Colab, whose image comes with its own CUDA: {runtime[0]} "
                 "not being there means this TensorFlow was built for another CUDA version "
                 "than the image's (often a TensorFlow pinned to an older release).",
+            )
+
+    # TF lists every GPU library it failed to open: only one library of the toolkit among
+    # them (cuSOLVER, cuSPARSE...) while the runtime and the rest loaded means a CUDA is
+    # installed, of a version whose copy of that library has another number (CUDA 11.0's
+    # libcusolver.so.10 for a build that wants libcusolver.so.11).
+    failed = {lib for libs in per_lib.values() for lib in libs}
+    if "gpu_libs_missing" in hits and len(failed) == 1:
+        (only,) = failed
+        if TOOLKIT_LIB.search(only) and not _NOT_A_TOOLKIT_SIBLING.search(only):
+            per_lib.setdefault("missing_cuda_libs", {})[only] = 1.0  # there, by another number
+            lib_add(only, "cuda_cudnn_version_mismatch", 4.5, hits["gpu_libs_missing"].lines[:1])
+            note(
+                "cuda_cudnn_version_mismatch",
+                f"Only {only} is missing: the other CUDA libraries loaded, so a CUDA is "
+                "installed, of a version whose copy of that library has another number.",
             )
 
     for cause, by_lib in per_lib.items():
@@ -836,13 +855,14 @@ def _bfc_rules(
         note("gpu_oom", f"A single tensor needed {biggest / 2**30:.2f} GiB.")
 
 
-# a GPU allocation that failed: the workload's own OOM unless something else held the memory
+# an allocation of the workload that failed: its own OOM unless something else held the memory
+# (the device refusing memory to the allocator or a context, CUDA_ERROR_OUT_OF_MEMORY alone, is
+# not one: the GPU was full before the model asked)
 _OOM_FAILURES = (
     "bfc_oom",
     "oom_allocating_tensor",
     "oom_allocation_report",
     "dst_tensor_not_initialized",
-    "cuda_out_of_memory",
     "xla_resource_exhausted",
 )
 _HANDLE_FAILURES = (
@@ -917,6 +937,25 @@ def _groups(hits: Mapping[str, _Hit], sid: str) -> list[dict[str, str]]:
 
 def _is_total(facts: Facts, name: str) -> bool:
     return name.endswith(".memory_total_mib") and isinstance(facts.value(name), int)
+
+
+def _device_refusal_rule(
+    hits: Mapping[str, _Hit], add: Any, note: Callable[[str, str], None]
+) -> None:
+    """CUDA_ERROR_OUT_OF_MEMORY from the driver for a new CUDA context while the model never
+    failed an allocation of its own: the GPU was full before this process asked for any.
+    (The allocator refused growth alone says nothing: a small card does that too.)"""
+    cuda = hits.get("cuda_out_of_memory")
+    if cuda is None or any(s in hits for s in _OOM_FAILURES):
+        return
+    context = [ln for ln in cuda.lines if re.search(r"CtxRetain|cuCtxCreate|context", ln[2])]
+    if context:
+        add("gpu_memory_contention", 1.5, context)
+        note(
+            "gpu_memory_contention",
+            "The GPU had no memory left even for a new CUDA context: another process (or "
+            "another worker of the same job) held it.",
+        )
 
 
 def _holder_rule(

@@ -352,3 +352,42 @@ def test_an_import_traceback_cut_before_its_last_line_names_the_usual_suspects()
         "cuda_cudnn_version_mismatch",
     ]
     assert all(c.confidence <= 0.3 for c in d.causes)
+
+
+def test_one_toolkit_library_missing_among_loaded_ones_is_another_cuda_version() -> None:
+    """Real (opendatahub-io/odh-manifests#612): TF lists only libcusolver.so.11 as missing, so
+    cuDART, cuBLAS and the rest loaded; CUDA 11.0 ships libcusolver.so.10. With the runtime
+    missing too, nothing says a CUDA is there: not installed."""
+    cusolver = (
+        "W tensorflow/stream_executor/platform/default/dso_loader.cc:64] Could not load dynamic "
+        "library 'libcusolver.so.11'; dlerror: libcusolver.so.11: cannot open shared object "
+        "file: No such file or directory\n"
+    )
+    summary = (
+        "W tensorflow/core/common_runtime/gpu/gpu_device.cc:1850] Cannot dlopen some GPU "
+        "libraries. Please make sure the missing libraries mentioned above are installed "
+        "properly if you would like to use GPU.\nSkipping registering GPU devices...\n"
+    )
+    assert ranked(cusolver + summary)[:1] == ["cuda_cudnn_version_mismatch"]
+    both = DLOPEN.format(lib="libcudart.so.11.0") + cusolver + summary
+    assert ranked(both)[:1] == ["missing_cuda_libs"]
+    # CUPTI (the profiler's) alone says nothing of the CUDA version
+    cupti = DLOPEN.format(lib="libcupti.so.11.2") + summary
+    assert ranked(cupti)[:1] == ["missing_cuda_libs"]
+
+
+def test_a_context_that_got_no_memory_means_the_gpu_was_full_before() -> None:
+    # real (openai/baselines#70): 8 MPI workers on one GPU; the paste wrapped the line
+    log = (
+        "2017-07-25 21:11:16.630413: E tensorflow/core/common_runtime/direct_session.cc:138] "
+        "Internal: failed initializing StreamExecutor for CUDA device ordinal 0: Internal: "
+        "failed call to cuDevicePrimary\n"
+        "CtxRetain: CUDA_ERROR_OUT_OF_MEMORY; total memory reported: 11711807488\n"
+    )
+    assert ranked(log)[:1] == ["gpu_memory_contention"]
+    # the allocator refused growth, no context involved: a small card does that too
+    grow = (
+        "I tensorflow/stream_executor/cuda/cuda_driver.cc:763] failed to allocate 2.08G "
+        "(2234974208 bytes) from device: CUDA_ERROR_OUT_OF_MEMORY: out of memory\n"
+    )
+    assert "gpu_oom" in ranked(grow)[:2]
