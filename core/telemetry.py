@@ -25,7 +25,7 @@ import os
 import queue
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -168,6 +168,8 @@ class Sampler:
         self.interval_s = interval_s
         self.gpu_api = gpu_api
         self._watched: dict[int, _Watched] = {}
+        # a memory cgroup to read with each sample: what a RAM cap is decided on
+        self._cgroup: Callable[[], dict[str, int] | None] | None = None
         self._lock = threading.Lock()
         for pid in pids:
             self.watch(pid)
@@ -195,6 +197,12 @@ class Sampler:
     def unwatch(self, pid: int) -> None:
         with self._lock:
             self._watched.pop(pid, None)
+
+    def watch_cgroup(self, read: Callable[[], dict[str, int] | None] | None) -> None:
+        """Read a memory cgroup with each sample (`read` gives {usage, anon, file} in bytes, or
+        None once it is gone); None stops."""
+        with self._lock:
+            self._cgroup = read
 
     # -- life cycle
     def start(self) -> Sampler:
@@ -266,6 +274,11 @@ class Sampler:
         }
         with self._lock:
             watched = list(self._watched.items())
+            cgroup = self._cgroup
+        if cgroup is not None:
+            usage = cgroup()
+            if usage:
+                sample["cgroup"] = usage
         rss = {}
         for pid, w in watched:
             value = w.rss(now)

@@ -30,6 +30,7 @@ STYLES: dict[str, tuple[str, str, bool]] = {
     "ram_used": ("System RAM used", "#1f77b4", False),
     "swap_used": ("Swap used", "#7f7f7f", False),
     "rss": ("Worker RSS", "#ff7f0e", False),
+    "cgroup": ("Worker cgroup (what the cap counts)", "#e377c2", False),
     "worker_vram": ("Worker VRAM", "#ff7f0e", True),
     "tf_current": ("TF in use", "#9467bd", False),
     "tf_peak": ("TF peak", "#9467bd", True),
@@ -201,6 +202,9 @@ class TelemetryPlot(QWidget):
             self._put("swap_used", t, s.get("swap_used"))
         rss = s.get("rss")
         self._put("rss", t, series.rss_bytes(s))
+        cgroup = s.get("cgroup")
+        if isinstance(cgroup, dict):  # a capped run: the number its cap is decided on
+            self._put("cgroup", t, cgroup.get("usage"))
         gpus = s.get("gpus") or []
         if gpus and isinstance(rss, dict) and rss:  # what the followed processes hold on GPUs
             mine = [

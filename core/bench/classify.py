@@ -41,9 +41,9 @@ def classify_end(
             ev = wp.oom_evidence()
             if ev.likely:
                 how = (
-                    "the kernel's OOM killer killed the worker (host RAM"
-                    + (" under the memory cap" if wp.cgroup else "")
-                    + " ran out)"
+                    "the kernel's OOM killer killed the worker at the RAM cap you set"
+                    if wp.cgroup
+                    else "the kernel's OOM killer killed the worker (host RAM ran out)"
                 )
                 if not ev.proven:
                     how += "; proof by timing only: an OOM kill happened as it died"

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 
 from tfdoctor.core.bench.config import BenchConfig
 from tfdoctor.core.bench.outcome import Outcome, RunRecord
+from tfdoctor.core.diagnose.bfc import format_size
 from tfdoctor.core.diagnose.engine import ExitInfo, diagnose
 from tfdoctor.core.model import Diagnosis
 
@@ -54,3 +55,42 @@ def hidden_causes(config: BenchConfig) -> frozenset[str]:
     """Causes that describe a choice the user made for this run, not a fault: a run on the
     CPU hides the GPU on purpose (TF then logs that no CUDA device is there)."""
     return frozenset({"no_gpu_visible"}) if config.device == "cpu" else frozenset()
+
+
+def under_the_cap(
+    d: Diagnosis,
+    cap_mib: int | None,
+    peak_bytes: int | None,
+    split: Mapping[str, int] | None,
+    rss_peak_bytes: int | None,
+) -> Diagnosis:
+    """A run the kernel killed at the RAM cap the user set for it: the cap is the experiment's
+    setting, not the machine running out of RAM. Say what the run needed (the cgroup's peak,
+    its split into the program's own memory and file pages, and why RSS differs), with no fix
+    for the user's machine."""
+    host = next((c for c in d.causes if c.id == "host_oom"), None)
+    if not cap_mib or host is None:
+        return d
+    said = f"; it peaked at {format_size(peak_bytes)} in its memory cgroup" if peak_bytes else ""
+    if split and split.get("usage"):
+        said += (
+            f" (at the last reading {format_size(split.get('anon', 0))} of the program's own "
+            f"memory and {format_size(split.get('file', 0))} of file pages: libraries and "
+            "page cache, which the cap counts too)"
+        )
+    if rss_peak_bytes:
+        said += (
+            f". Its RSS peaked at {format_size(rss_peak_bytes)}: RSS counts shared libraries' "
+            "pages and leaves out page cache, so it is not the number the cap is decided on"
+        )
+    capped = dataclasses.replace(
+        host,
+        title=f"The run needed more than the {cap_mib} MiB RAM cap you set",
+        explanation=(
+            f"The run needed more than the {cap_mib} MiB cap you set{said}. The kernel stopped "
+            "it at the cap, as the cap asks: this is the experiment's limit, not your machine "
+            "running out of RAM. Run it with a higher cap, or none, to measure what it needs."
+        ),
+        fixes=(),
+    )
+    return dataclasses.replace(d, causes=tuple(capped if c is host else c for c in d.causes))

@@ -166,6 +166,30 @@ class MemoryCgroup:
         """Processes the kernel OOM-killed in this cgroup so far; None when not readable."""
         return oom_kill_count(self.version, self.path)
 
+    def usage(self) -> dict[str, int] | None:
+        """What the cgroup's limit is decided on, now: {usage, anon, file} in bytes (anonymous
+        memory and file pages: shared libraries and page cache count against a cap but are
+        only partly in a process's RSS); None once the cgroup is gone."""
+        v1 = self.version == 1
+        try:
+            usage = int(
+                (self.path / ("memory.usage_in_bytes" if v1 else "memory.current"))
+                .read_text()
+                .strip()
+            )
+            stat = dict(
+                (k, int(v))
+                for k, _, v in (
+                    ln.partition(" ") for ln in (self.path / "memory.stat").read_text().splitlines()
+                )
+                if v.strip().isdigit()
+            )
+        except (OSError, ValueError):
+            return None
+        anon = stat.get("total_rss" if v1 else "anon", 0)
+        file = stat.get("total_cache" if v1 else "file", 0)
+        return {"usage": usage, "anon": anon, "file": file}
+
     def peak_bytes(self) -> int | None:
         """The most memory the cgroup used (v1 max_usage_in_bytes, v2 memory.peak)."""
         name = "memory.max_usage_in_bytes" if self.version == 1 else "memory.peak"

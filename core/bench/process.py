@@ -70,6 +70,7 @@ class WorkerProcess:
         self.memcg_at_start: tuple[int, Path] | None = None
         self.cg_kills_at_start: int | None = None
         self.cg_kills_at_end: int | None = None
+        self.cg_peak_bytes: int | None = None  # the capped cgroup's highest usage
         self.vmstat_at_start: int | None = None
 
     # -- life cycle
@@ -197,6 +198,8 @@ class WorkerProcess:
         procgroup.kill_group(self.proc.pid)
         if self.memcg_at_start is not None:  # read before our cgroup is removed
             self.cg_kills_at_end = memcg.oom_kill_count(*self.memcg_at_start)
+        if self.cgroup is not None:
+            self.cg_peak_bytes = self.cgroup.peak_bytes()
         if self.cgroup is not None:
             self._kill_cgroup()
         if self._ctl is not None:

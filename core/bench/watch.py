@@ -120,7 +120,8 @@ class Supervisor:
             self.timeline, interval_s=self.options.sample_every_s, gpu_api=self.options.gpu_api
         )
         self._sampling = False
-        self.peaks: dict[str, int] = {}  # rss (worker + children), ram_used: highest seen
+        self.peaks: dict[str, int] = {}  # rss (worker + children), ram_used, cgroup: highest
+        self.last_cgroup: dict[str, int] | None = None  # the capped cgroup's newest reading
         self._seen_sample: dict[str, Any] | None = None
         self.phase = "start"
         self._next_run = 0
@@ -155,6 +156,9 @@ class Supervisor:
             self._sampling = True
         if wp.pid is not None:
             self.sampler.watch(wp.pid)
+        # under a cap, what the kernel decides on: the cgroup's usage (RSS leaves out page
+        # cache and counts shared-library pages the cgroup may not)
+        self.sampler.watch_cgroup(wp.cgroup.usage if wp.cgroup is not None else None)
         self.phase = "start"
         self.emit("worker_started", wp.pid)
         if wp.cap_note:
@@ -225,6 +229,9 @@ class Supervisor:
                     if rec["type"] == "bye":
                         break
         returncode = wp.finish()
+        if wp.cg_peak_bytes:  # the cgroup's own peak (memory.peak), read before its removal
+            self.peaks["cgroup"] = max(self.peaks.get("cgroup", 0), wp.cg_peak_bytes)
+        self.sampler.watch_cgroup(None)
         self._drain(wp)
         self.last_output = list(wp.output)
         outcome = classify_end(wp, returncode, self._stopped, self.worker_error)
@@ -365,9 +372,16 @@ class Supervisor:
             return
         self._seen_sample = sample
         rss = (sample.get("rss") or {}).get(str(wp.pid))
-        for key, value in (("rss", rss), ("ram_used", sample.get("ram_used"))):
+        cgroup = sample.get("cgroup") or {}
+        for key, value in (
+            ("rss", rss),
+            ("ram_used", sample.get("ram_used")),
+            ("cgroup", cgroup.get("usage")),
+        ):
             if isinstance(value, int):
                 self.peaks[key] = max(self.peaks.get(key, 0), value)
+        if cgroup.get("usage"):
+            self.last_cgroup = dict(cgroup)
         available = sample.get("ram_available")
         if self.guard_mib and isinstance(available, int) and available < self.guard_mib << 20:
             self._stop(

@@ -154,8 +154,18 @@ def test_a_real_kernel_oom_kill_under_a_memory_cap_is_host_oom() -> None:
     assert (o.status, o.signal) == ("killed", "SIGKILL"), o.detail
     assert o.oom_kill is not None and o.oom_kill.proven
     assert o.oom_kill.cgroup_delta == 1
-    assert res.diagnosis.causes[0].id == "host_oom"
-    assert res.diagnosis.causes[0].confidence >= 0.9
+    top = res.diagnosis.causes[0]
+    assert top.id == "host_oom" and top.confidence >= 0.9
+    # the cap is the experiment's: what the run needed, never "the machine ran out of RAM",
+    # and no fix for the user's machine (raise a container limit...)
+    assert top.title == "The run needed more than the 1200 MiB RAM cap you set"
+    assert "peaked at" in top.explanation and "file pages" in top.explanation
+    assert "machine ran out" not in top.title and top.fixes == ()
+    assert "at the RAM cap you set" in o.detail
+    # the telemetry carries the cgroup's usage next to RSS: the number the kill is decided on
+    cg = [i["cgroup"] for k, i in res.telemetry if k == "sample" and "cgroup" in i]  # type: ignore[attr-defined]
+    assert cg and max(c["usage"] for c in cg) <= 1200 << 20
+    assert all(c["anon"] + c["file"] <= c["usage"] + (64 << 20) for c in cg)
 
 
 def test_cancel_stops_the_worker_at_once() -> None:
@@ -265,6 +275,8 @@ def test_batch_search_under_a_memory_cap_finds_the_boundary_and_respawns() -> No
     assert r["recommended_batch"] == int(r["largest_clean_batch"] * 0.9)
     assert len(res.probes) <= probe_budget(256, 16384, 0.10)
     assert res.diagnosis.causes and res.diagnosis.causes[0].id == "host_oom"
+    assert "1100 MiB RAM cap you set" in res.diagnosis.causes[0].title
+    assert res.diagnosis.causes[0].fixes == ()
 
 
 def test_cli_bench_json_and_bad_flags() -> None:
