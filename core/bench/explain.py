@@ -57,6 +57,11 @@ def hidden_causes(config: BenchConfig) -> frozenset[str]:
     return frozenset({"no_gpu_visible"}) if config.device == "cpu" else frozenset()
 
 
+# fixes that give the machine (or its container) more RAM: beside the point for a cap the user
+# set on one experiment
+MACHINE_RAM_FIXES = frozenset({"raise_memory_limit", "add_swap"})
+
+
 def under_the_cap(
     d: Diagnosis,
     cap_mib: int | None,
@@ -66,8 +71,8 @@ def under_the_cap(
 ) -> Diagnosis:
     """A run the kernel killed at the RAM cap the user set for it: the cap is the experiment's
     setting, not the machine running out of RAM. Say what the run needed (the cgroup's peak,
-    its split into the program's own memory and file pages, and why RSS differs), with no fix
-    for the user's machine."""
+    its split into the program's own memory and file pages, and why RSS differs); the fixes
+    that give the machine more RAM do not apply, those that make the run need less do."""
     host = next((c for c in d.causes if c.id == "host_oom"), None)
     if not cap_mib or host is None:
         return d
@@ -89,8 +94,10 @@ def under_the_cap(
         explanation=(
             f"The run needed more than the {cap_mib} MiB cap you set{said}. The kernel stopped "
             "it at the cap, as the cap asks: this is the experiment's limit, not your machine "
-            "running out of RAM. Run it with a higher cap, or none, to measure what it needs."
+            "running out of RAM. Run it with a higher cap, or none, to measure what it needs, "
+            "or make the run need less."
         ),
-        fixes=(),
+        # what makes the run need less RAM stays; what gives the machine more does not apply
+        fixes=tuple(f for f in host.fixes if f not in MACHINE_RAM_FIXES),
     )
     return dataclasses.replace(d, causes=tuple(capped if c is host else c for c in d.causes))
