@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -68,3 +68,12 @@ def is_own_kill(record: Mapping[str, Any], own_pids: frozenset[int]) -> bool:
         return True
     pid = record.get("pid")
     return isinstance(pid, int) and pid in own_pids
+
+
+def users_kills(
+    kills: Sequence[Mapping[str, Any]], root: Path | None = None
+) -> tuple[list[Mapping[str, Any]], int]:
+    """Kernel-log OOM records split: the user's (in order), and how many were tfdoctor's."""
+    own = own_worker_pids(root)
+    theirs = [k for k in kills if not is_own_kill(k, own)]
+    return theirs, len(kills) - len(theirs)

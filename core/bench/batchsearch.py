@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tfdoctor.core.bench.config import MAX_BATCH, BenchConfig, ConfigError
-from tfdoctor.core.bench.explain import explain, hidden_causes, under_the_cap
+from tfdoctor.core.bench.explain import explain, hidden_causes
 from tfdoctor.core.bench.outcome import BenchResult, Outcome, RunRecord
 from tfdoctor.core.bench.watch import Supervisor, SupervisorOptions
 from tfdoctor.core.events import Event, EventBuffer
@@ -204,14 +204,7 @@ def _search(sup: Supervisor, config: BenchConfig, s: SearchOptions, t0: float) -
             rr,
             hide=hidden_causes(config),
         )
-        if sup.options.memory_cap_mib and sup.peaks.get("cgroup"):  # killed at the user's cap
-            diagnosis = under_the_cap(
-                diagnosis,
-                sup.options.memory_cap_mib,
-                sup.peaks.get("cgroup"),
-                sup.last_cgroup,
-                sup.peaks.get("rss"),
-            )
+        diagnosis = sup.within_the_cap(diagnosis)  # a probe killed at the user's cap
     recommendation = {
         "largest_clean_batch": largest_ok or None,
         "first_failing_batch": smallest_fail,

@@ -27,7 +27,7 @@ from tfdoctor.core.bench.batchsearch import SearchOptions, find_max_batch
 from tfdoctor.core.bench.classify import final_status
 from tfdoctor.core.bench.config import BenchConfig, ConfigError
 from tfdoctor.core.bench.evidence import OomKillEvidence
-from tfdoctor.core.bench.explain import explain, hidden_causes, under_the_cap
+from tfdoctor.core.bench.explain import explain, hidden_causes
 from tfdoctor.core.bench.metrics import TF_MEMORY_NOT_REPORTED, run_metrics
 from tfdoctor.core.bench.outcome import STATUSES, BenchResult, Outcome, RunRecord, Stop
 from tfdoctor.core.bench.process import WORKER_SCRIPT, WorkerProcess
@@ -105,7 +105,7 @@ def _result(sup: Supervisor, config: BenchConfig, outcome: Outcome, rr: RunRecor
     diagnosis = (
         Diagnosis()
         if outcome.status == "completed"
-        else _under_the_cap(sup, explain(outcome, output, rr, hide=hidden_causes(config)))
+        else sup.within_the_cap(explain(outcome, output, rr, hide=hidden_causes(config)))
     )
     return BenchResult(
         config=config,
@@ -117,13 +117,6 @@ def _result(sup: Supervisor, config: BenchConfig, outcome: Outcome, rr: RunRecor
         info=sup.info,
         knobs=sup.knobs,
     )
-
-
-def _under_the_cap(sup: Supervisor, d: Diagnosis) -> Diagnosis:
-    peak = sup.peaks.get("cgroup")  # set only when the cap was a memory cgroup
-    if not peak:
-        return d
-    return under_the_cap(d, sup.options.memory_cap_mib, peak, sup.last_cgroup, sup.peaks.get("rss"))
 
 
 def _one_line(exc: BaseException) -> str:

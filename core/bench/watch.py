@@ -16,12 +16,13 @@ import psutil
 
 from tfdoctor.core.bench.classify import classify_end
 from tfdoctor.core.bench.config import BenchConfig
+from tfdoctor.core.bench.explain import under_the_cap
 from tfdoctor.core.bench.outcome import OUTCOME_MARKERS, Outcome, RunRecord, Stop
 from tfdoctor.core.bench.process import WorkerProcess
 from tfdoctor.core.bench.rundir import make_run_dir
 from tfdoctor.core.events import Event, EventBuffer
 from tfdoctor.core.knowledge import load as load_compat
-from tfdoctor.core.model import Target
+from tfdoctor.core.model import Diagnosis, Target
 from tfdoctor.core.telemetry import Sampler, Timeline
 
 # The worker's phases, in order, as people read them (the CLI's progress line, the GUI's label)
@@ -391,6 +392,15 @@ class Supervisor:
                 "MiB): the run was about to exhaust the machine's memory",
                 dump=False,
             )
+
+    def within_the_cap(self, d: Diagnosis) -> Diagnosis:
+        """A diagnosis of a run killed at the user's RAM cap, told as what the run needed (only
+        where the cap was a memory cgroup: its peak was read)."""
+        peak = self.peaks.get("cgroup")
+        if not peak:
+            return d
+        cap = self.options.memory_cap_mib
+        return under_the_cap(d, cap, peak, self.last_cgroup, self.peaks.get("rss"))
 
     def close(self) -> None:
         """Stop the telemetry (the worker is ended by end_worker)."""

@@ -912,10 +912,10 @@ def _holders(hits: Mapping[str, _Hit], facts: Facts | None) -> list[tuple[str, i
     if card:
         of("created_device_memory", lambda g: int(g.get("mb", 0)) < SMALL_DEVICE_FRACTION * card)
     if facts is not None:
+        probe = facts.value("target.probe_pid")  # tfdoctor's own probe is no holder
         for name in facts:
             if not re.fullmatch(r"gpu\d+\.processes", name):
                 continue
-            probe = facts.value("target.probe_pid")
             procs = facts.value(name) or []
             others = [
                 p

@@ -47,9 +47,7 @@ def kernel_log_crashes() -> tuple[list[Found], str | None]:
         return [], f"kernel log: {why}"
     all_ooms = system.parse_oom_kills(log.lines, limit=0)
     # tfdoctor's own capped workers were killed on purpose: not a crash of the user's
-    own = experiments.own_worker_pids()
-    theirs = [r for r in all_ooms if not experiments.is_own_kill(r, own)]
-    left_out = len(all_ooms) - len(theirs)
+    theirs, left_out = experiments.users_kills(all_ooms)
     ooms = theirs[-system.MAX_RECORDS :]
     xids = system.parse_xid_errors(log.lines)
     lines = [str(r.get("line")) for r in ooms] + [str(r.get("line")) for r in xids]

@@ -795,15 +795,9 @@ def collect(
         add("kernel_log.source", source, source)
         # tfdoctor's own capped workers (cgroups tfdoctor-*, PIDs in its run records) are
         # kept apart: their kills are experiments, not the user's problem
-        own = experiments.own_worker_pids()
-        kills = parse_oom_kills(klog.lines, limit=0)
-        theirs = [k for k in kills if not experiments.is_own_kill(k, own)]
+        theirs, own = experiments.users_kills(parse_oom_kills(klog.lines, limit=0))
         add("kernel_log.oom_kills", theirs[-MAX_RECORDS:], source)
-        add(
-            "kernel_log.own_oom_kills",
-            sum(1 for k in kills if experiments.is_own_kill(k, own)),
-            source,
-        )
+        add("kernel_log.own_oom_kills", own, source)
         add("kernel_log.xid_errors", parse_xid_errors(klog.lines), source)
 
     section("os", os_facts)
