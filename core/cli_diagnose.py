@@ -4,6 +4,7 @@ source as one case (a saved check, a saved run, a trace, recent crashes) as the 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import shutil
@@ -131,12 +132,21 @@ def _show(args: argparse.Namespace, result: Diagnosis) -> int:
         json.dump(result.to_json(), sys.stdout, indent=2)
         sys.stdout.write("\n")
         return EXIT_OK
+    from tfdoctor.core.diagnose.combine import RankedCause
+    from tfdoctor.core.fixes import propose
+
+    # the fixes the log itself rules out (XLA off where XLA never ran) are not shown
+    left_out = propose.proposed_fixes(
+        [RankedCause(c, ()) for c in result.causes], (), None, propose.measure(None, log=result)
+    ).left_out
     paint = Painter(sys.stdout, force=False if args.no_color else None)
-    sys.stdout.write(render_diagnosis(result, paint))
+    sys.stdout.write(render_diagnosis(result, paint, not_here={f for f, _ in left_out}))
     return EXIT_OK
 
 
-def render_diagnosis(result: Diagnosis, paint: Painter, header: bool = True) -> str:
+def render_diagnosis(
+    result: Diagnosis, paint: Painter, header: bool = True, not_here: set[str] | None = None
+) -> str:
     """The terminal view of a diagnosis: causes best first, their proof, what to do."""
     from tfdoctor.core.knowledge import catalog
 
@@ -168,7 +178,8 @@ def render_diagnosis(result: Diagnosis, paint: Painter, header: bool = True) -> 
     for rank, c in enumerate(result.causes, 1):
         if out:
             out.append("")
-        out += _render_cause(rank, c, paint, width, fixes)
+        shown = [f for f in c.fixes if f not in (not_here or ())]
+        out += _render_cause(rank, dataclasses.replace(c, fixes=tuple(shown)), paint, width, fixes)
     return "\n".join(out) + "\n"
 
 
@@ -248,6 +259,8 @@ def _diagnose_case(args: argparse.Namespace, inputs: list[Any], names: list[str]
             "id": fid,
             "for": list(why),
             "params": propose.fix_params(fid, a.params),
+            "origins": {k: a.origins[k] for k in propose.fix_params(fid, a.params)},
+            "needs": a.wanting.get(fid),
             "commands": fixes.commands_for(fid, facts, python),
         }
         for fid, why in a.fixes
@@ -261,7 +274,9 @@ def _diagnose_case(args: argparse.Namespace, inputs: list[Any], names: list[str]
         fmt = export.format_of(args.export)
         causes = [r.cause.id for r in a.ranked]
         try:
-            text = export.proposal_script(fmt, a.fix_ids, causes, facts, python)
+            text = export.proposal_script(
+                fmt, a.fix_ids, causes, facts, python, a.params, a.origins, a.wanting
+            )
             new_file = not Path(args.export).exists()
             atomic_write_text(Path(args.export), text)
             if fmt == "sh" and new_file:  # a replaced file keeps the mode it had
@@ -275,23 +290,35 @@ def _diagnose_case(args: argparse.Namespace, inputs: list[Any], names: list[str]
         out = {
             "schema": 1,
             "causes": [{**r.cause.to_json(), "sources": list(r.sources)} for r in a.ranked],
+            # tfdoctor's own runs, apart from the user's crash (never evidence about it)
+            "experiments": [
+                {**r.cause.to_json(), "sources": list(r.sources)}
+                for r in (a.experiments if a.has_crash else ())
+            ],
             "fixes": proposals,
             "measured": dict(a.params),
+            "left_out": [{"id": fid, "why": why} for fid, why in a.left_out],
             "log_diagnosis": a.log_diagnosis.to_json() if a.log_diagnosis else None,
         }
         json.dump(out, sys.stdout, indent=2)
         sys.stdout.write("\n")
         return EXIT_OK
     paint = Painter(sys.stdout, force=False if args.no_color else None)
-    sys.stdout.write(render_case(a.ranked, proposals, paint))
+    experiments = a.experiments if a.has_crash else ()
+    sys.stdout.write(render_case(a.ranked, proposals, paint, experiments, a.left_out))
     return EXIT_OK
 
 
 def render_case(
-    ranked: Sequence[RankedCause], proposals: list[dict[str, Any]], paint: Painter
+    ranked: Sequence[RankedCause],
+    proposals: list[dict[str, Any]],
+    paint: Painter,
+    experiments: Sequence[RankedCause] = (),
+    left_out: Sequence[tuple[str, str]] = (),
 ) -> str:
     """The terminal view of a combined diagnosis: causes best first with where each was
-    seen, then the fixes to try with the values measured and the exact commands."""
+    seen, then what tfdoctor's own runs showed (apart: never evidence about the crash), then
+    the fixes to try with the values measured and the exact commands."""
     from tfdoctor.core.knowledge import catalog
 
     width = min(shutil.get_terminal_size((100, 20)).columns, 100)
@@ -299,9 +326,25 @@ def render_case(
     out = [paint("tfdoctor diagnose", "1") + " — every source as one case"]
     if not ranked:
         out += ["", "No known failure pattern in what was given."]
+    not_here = {fid for fid, _ in left_out}
+
+    def cause(c: Cause) -> Cause:  # with the fixes that apply here
+        return dataclasses.replace(c, fixes=tuple(f for f in c.fixes if f not in not_here))
+
+    if experiments:
+        out += ["", paint("Your crash", "1;4")]
     for rank, rc in enumerate(ranked, 1):
         out.append("")
-        out += _render_cause(rank, rc.cause, paint, width, fixes, ", ".join(rc.sources))
+        out += _render_cause(rank, cause(rc.cause), paint, width, fixes, ", ".join(rc.sources))
+    if experiments:
+        out += [
+            "",
+            paint("What tfdoctor's own runs showed", "1;4")
+            + paint(" (not counted as evidence about your crash)", "2"),
+        ]
+    for rank, rc in enumerate(experiments, 1):
+        out.append("")
+        out += _render_cause(rank, cause(rc.cause), paint, width, fixes, ", ".join(rc.sources))
     if proposals:
         out += ["", paint("Fixes to try, most important first", "1;4")]
     for p in proposals:
@@ -310,9 +353,16 @@ def render_case(
         out.append(
             paint(f"      for: {_clip('; '.join(dict.fromkeys(p['for'])), width - 12)}", "2")
         )
-        if p["params"]:
-            values = ", ".join(f"{k}={v}" for k, v in p["params"].items())
-            out.append(f"      measured: {values}")
+        for k, v in p["params"].items():
+            origin = p.get("origins", {}).get(k)
+            out.append(f"      measured: {k}={v}" + (f" ({origin})" if origin else ""))
+        if p.get("needs"):
+            out.append(paint(f"      needs a measurement: {_clip(p['needs'], width - 28)}", "33"))
         for cmd in p["commands"]:
             out.append(f"      {cmd if cmd.startswith('#') else '$ ' + cmd}")
+    if left_out:
+        out += ["", paint("Not proposed", "1;4")]
+    for fid, why in left_out:
+        fx = fixes.get(fid)
+        out.append(paint(f"  × {fx.title if fx else fid} [{fid}]: {why}", "2"))
     return "\n".join(out) + "\n"

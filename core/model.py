@@ -270,13 +270,36 @@ class Cause:
 
 
 @dataclass(frozen=True)
+class Measure:
+    """A number a log states, in words, with its line: what a fix's parameter may be sized
+    from ("from your log: TF's GPU pool was 21.8 GiB").
+
+    Names: gpu_pool_bytes (the pool of the allocator that ran out), gpu_request_bytes (the
+    allocation that failed), xla_in_use (1: XLA compiled the model)."""
+
+    name: str
+    value: int
+    says: str
+    source: str = ""
+    line: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "value": self.value, "says": self.says,
+                "source": self.source, "line": self.line}  # fmt: skip
+
+
+@dataclass(frozen=True)
 class Diagnosis:
-    """Ranked causes (best first) and what was read."""
+    """Ranked causes (best first), the numbers the log states, and what was read."""
 
     causes: tuple[Cause, ...] = ()
     lines_read: int = 0
     noise_lines: int = 0
     sources: tuple[str, ...] = ()
+    measures: tuple[Measure, ...] = ()
+
+    def measure(self, name: str) -> Measure | None:
+        return next((m for m in self.measures if m.name == name), None)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -285,4 +308,5 @@ class Diagnosis:
             "lines_read": self.lines_read,
             "noise_lines": self.noise_lines,
             "sources": list(self.sources),
+            "measures": [m.to_json() for m in self.measures],
         }

@@ -1,16 +1,18 @@
 """The session: what the user gave and tfdoctor measured, and its analysis, Qt-free.
 
-The analysis is one data flow, `analyse`: crash logs -> their diagnosis; that, the check's
-findings, the reproduced run's causes and its telemetry's causes -> one ranked list of causes
-(`diagnose.combine`) -> the fixes to propose, with parameters from what was measured
-(`propose`). `analyse` is a pure function of a snapshot of the session (`Inputs`) and may be
-slow (it reads every log), so the GUI runs it on a worker thread. `Session` holds what the
-user did and caches the analysis of its current inputs; it goes stale as soon as an input
-changes.
+The analysis is one data flow, `analyse`: crash logs -> their diagnosis; that and the check's
+findings (the user's crash and machine) -> one ranked list of causes (`diagnose.combine`); the
+reproduced run's causes and its telemetry's (tfdoctor's own experiments) -> a second list that
+never changes the first; the causes that answer the user's question -> the fixes to propose,
+with parameters from what was measured (`propose`). `analyse` is a pure function of a
+snapshot of the session (`Inputs`) and may be slow (it reads every log), so the GUI runs it
+on a worker thread. `Session` holds what the user did and caches the analysis of its current
+inputs; it goes stale as soon as an input changes.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -25,7 +27,7 @@ from tfdoctor.core.diagnose.combine import (
 )
 from tfdoctor.core.diagnose.engine import diagnose, shipped_causes
 from tfdoctor.core.diagnose.telemetry_rules import telemetry_causes
-from tfdoctor.core.fixes.propose import measured_params, proposed_fixes
+from tfdoctor.core.fixes.propose import measure, proposed_fixes
 from tfdoctor.core.model import Cause, Diagnosis, Evidence, Facts, Finding, Target
 
 if TYPE_CHECKING:
@@ -54,6 +56,7 @@ class RunEvidence:
     causes: tuple[Cause, ...] = ()
     tf_peak_gpu_bytes: int = 0  # TF's peak in-use memory on the busiest GPU
     recommended_batch: int | None = None  # from the max-batch search
+    largest_clean_batch: int | None = None  # the search's largest batch that trained
 
     @classmethod
     def of(cls, result: BenchResult) -> RunEvidence:
@@ -85,7 +88,10 @@ class RunEvidence:
         peaks = metrics.get("tf_peak_bytes") or {}
         gpu_peak = max((int(v) for k, v in peaks.items() if k.startswith("GPU")), default=0)
         batch = (recommendation or {}).get("recommended_batch")
-        return cls(tuple(causes), gpu_peak, int(batch) if batch else None)
+        clean = (recommendation or {}).get("largest_clean_batch")
+        return cls(
+            tuple(causes), gpu_peak, int(batch) if batch else None, int(clean) if clean else None
+        )
 
 
 @dataclass(frozen=True)
@@ -102,16 +108,38 @@ class Inputs:
 
 @dataclass(frozen=True)
 class Analysis:
-    """Everything derived from the inputs, best first."""
+    """Everything derived from the inputs, best first.
+
+    The user's crash (their logs, their machine's check) and tfdoctor's own experiments (a
+    reproduced run, its telemetry) are ranked apart: a run under a RAM cap the user chose, or
+    a batch search that is meant to fail, is never evidence about the crash the user brought.
+    The experiments answer on their own only when no crash was given.
+    """
 
     inputs: Inputs
     log_diagnosis: Diagnosis | None
     telemetry_causes: tuple[Cause, ...]
-    ranked: tuple[RankedCause, ...]  # every source's causes merged
+    crash: tuple[RankedCause, ...]  # the crash logs' and the check's causes merged
+    experiments: tuple[RankedCause, ...]  # the reproduced run's and its telemetry's
     fixes: tuple[tuple[str, tuple[str, ...]], ...]  # (fix id, what it addresses)
     params: Mapping[str, str]  # fix parameters from measurements (see core.propose)
-    findings: tuple[Finding, ...]  # the ranked causes as cards, log evidence in context
+    findings: tuple[Finding, ...]  # the leading causes as cards, log evidence in context
+    experiment_findings: tuple[Finding, ...] = ()  # the experiments' cards, after the crash's
     workload: WorkloadHint | None = None  # benchmark settings the logs suggest
+    origins: Mapping[str, str] = field(default_factory=dict)  # param -> where it was measured
+    wanting: Mapping[str, str] = field(default_factory=dict)  # fix -> the measurement it needs
+    left_out: tuple[tuple[str, str], ...] = ()  # (fix id, why it is not proposed)
+
+    @property
+    def has_crash(self) -> bool:
+        """Whether the user gave a crash to explain (a log, or a check that diagnosed one)."""
+        return bool(self.inputs.logs or self.crash)
+
+    @property
+    def ranked(self) -> tuple[RankedCause, ...]:
+        """The causes that answer the user's question, best first: their crash's when they
+        gave one, else what tfdoctor's experiments showed."""
+        return self.crash if self.has_crash else self.experiments
 
     @property
     def fix_ids(self) -> list[str]:
@@ -189,39 +217,55 @@ def analyse(inputs: Inputs) -> Analysis:
         )
     run = inputs.run
     tele = tuple(telemetry_causes(inputs.telemetry, info)) if inputs.telemetry else ()
-    ranked = combined_causes(
-        info,
-        log=log_d.causes if log_d is not None else (),
-        findings=inputs.findings,
-        run=run.causes if run is not None else (),
-        telemetry=tele,
+    crash = combined_causes(
+        info, log=log_d.causes if log_d is not None else (), findings=inputs.findings
     )
-    # the check's own cause findings count through their fixes unless another source came
-    with_causes = bool(inputs.logs or run is not None or inputs.telemetry)
-    fixes = proposed_fixes(ranked if with_causes else (), inputs.findings, inputs.facts)
-    params = measured_params(
+    experiments = combined_causes(info, run=run.causes if run is not None else (), telemetry=tele)
+    has_crash = bool(inputs.logs or crash)
+    ranked = crash if has_crash else experiments
+    measured = measure(
         inputs.facts,
         run.tf_peak_gpu_bytes if run is not None else 0,
         run.recommended_batch if run is not None else None,
+        log_d,
+        run.largest_clean_batch if run is not None else None,
     )
-    cards = tuple(
-        cause_finding(
-            rc.cause,
-            rank_severity(i),
-            sources=rc.sources,
-            evidence=with_context(inputs.logs, rc.cause.evidence),
+    # the check's own cause findings count through their fixes unless another source came
+    with_causes = bool(inputs.logs or run is not None or inputs.telemetry)
+    proposals = proposed_fixes(
+        ranked if with_causes else (), inputs.findings, inputs.facts, measured
+    )
+
+    not_here = {fid for fid, _ in proposals.left_out}
+
+    def cards(causes: Sequence[RankedCause], first: int) -> tuple[Finding, ...]:
+        return tuple(
+            dataclasses.replace(
+                cause_finding(
+                    rc.cause,
+                    rank_severity(first + i),
+                    sources=rc.sources,
+                    evidence=with_context(inputs.logs, rc.cause.evidence),
+                ),
+                fixes=tuple(f for f in rc.cause.fixes if f not in not_here),
+            )
+            for i, rc in enumerate(causes)
         )
-        for i, rc in enumerate(ranked)
-    )
+
     return Analysis(
         inputs,
         log_d,
         tele,
-        tuple(ranked),
-        tuple((fid, tuple(why)) for fid, why in fixes),
-        params,
-        cards,
+        tuple(crash),
+        tuple(experiments),
+        tuple((fid, tuple(why)) for fid, why in proposals.fixes),
+        measured.values,
+        cards(ranked, 0),
+        cards(experiments, 1) if has_crash else (),  # never the answer's colour
         workload_hint(inputs.logs),
+        measured.origins,
+        proposals.wanting,
+        tuple(proposals.left_out),
     )
 
 

@@ -257,12 +257,16 @@ class FindingCard(QFrame):
 
 
 class FindingsView(QScrollArea):
-    """A scrolling column of FindingCards, inserted in sorted position as they arrive."""
+    """A scrolling column of FindingCards, inserted in sorted position as they arrive (worst
+    first), or, with `ranked`, in the order given (best explanation first: the severity is
+    shown, not sorted on), under section headings."""
 
     sig_counts_changed = Signal()
 
-    def __init__(self, parent: QWidget | None = None) -> None:
+    def __init__(self, parent: QWidget | None = None, *, ranked: bool = False) -> None:
         super().__init__(parent)
+        self._ranked = ranked
+        self._headings: list[QLabel] = []
         self.setObjectName("findingsView")
         self.setWidgetResizable(True)
         self.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
@@ -311,7 +315,7 @@ class FindingsView(QScrollArea):
         # Arrival order breaks exact ties so equal keys never reorder on screen.
         key = (*sort_key(finding), self._arrivals)
         self._arrivals += 1
-        pos = bisect.bisect(self._keys, key)
+        pos = len(self._keys) if self._ranked else bisect.bisect(self._keys, key)
         # No parent yet: the layout adopts the card and shows it once it has a place, so it
         # never flashes at (0, 0) over its neighbours before the next layout pass.
         card = FindingCard(finding, self._fixes)
@@ -320,15 +324,32 @@ class FindingsView(QScrollArea):
             card.hide()  # explicitly hidden: the layout will not show it
         self._keys.insert(pos, key)
         self._cards.insert(pos, card)
-        self._column.insertWidget(pos + 1, card)  # +1: the placeholder sits first
+        # +1: the placeholder sits first; a ranked view's headings sit between its cards
+        self._column.insertWidget(pos + 1 + len(self._headings), card)
         self._update_placeholder()
         self.sig_counts_changed.emit()
         return card
 
+    def add_heading(self, text: str) -> QLabel:
+        """A section heading after the cards so far (a ranked view: cards keep their order)."""
+        if not self._ranked:
+            raise ValueError("headings need a ranked view: a sorted one moves cards past them")
+        label = QLabel(text, self._inner)
+        label.setObjectName("findingsHeading")
+        label.setWordWrap(True)
+        label.setTextFormat(Qt.TextFormat.RichText)
+        self._column.insertWidget(self._column.count() - 1, label)  # before the stretch
+        self._headings.append(label)
+        return label
+
+    def headings(self) -> list[str]:
+        return [h.text() for h in self._headings]
+
     def clear(self) -> None:
-        for card in self._cards:
-            self._column.removeWidget(card)
-            card.deleteLater()
+        for w in [*self._cards, *self._headings]:
+            self._column.removeWidget(w)
+            w.deleteLater()
+        self._headings.clear()
         self._cards.clear()
         self._keys.clear()
         self._arrivals = 0

@@ -17,7 +17,7 @@ from typing import Any
 from tfdoctor.core.bench.config import BenchConfig
 from tfdoctor.core.bench.supervisor import BenchResult, SupervisorOptions, run_bench
 from tfdoctor.core.events import Event, EventBuffer
-from tfdoctor.core.fixes import FixError, plan
+from tfdoctor.core.fixes import FixError, contradiction, plan
 from tfdoctor.core.knowledge import catalog
 from tfdoctor.core.model import Target
 from tfdoctor.core.telemetry import Timeline
@@ -176,6 +176,43 @@ class Verification:
             "after": self.after,
             "notes": self.notes,
         }
+
+
+def next_to_try(
+    proposed: list[str],
+    tried: dict[tuple[str, ...], bool],
+    can_verify: Callable[[list[str]], bool],
+) -> list[tuple[str, ...]]:
+    """After a fix that did not fix the run: the next proposed fix not tried yet that a run
+    can show, and it together with the fixes that did not work alone (when they combine:
+    never two that contradict each other). Most important first; empty when none is left.
+
+    `tried` maps the fixes of each verification (in order) to whether the run survived."""
+    failed = [fids for fids, ok in tried.items() if not ok]
+    done = {f for fids in tried for f in fids}
+    out: list[tuple[str, ...]] = []
+    nxt = next((f for f in proposed if f not in done and can_verify([f])), None)
+    if nxt is not None:
+        out.append((nxt,))
+        alone = [fids[0] for fids in failed if len(fids) == 1]
+        combo = tuple(dict.fromkeys([*alone, nxt]))
+        if (
+            len(combo) > 1
+            and combo not in tried
+            and contradiction(combo) is None
+            and can_verify(list(combo))
+        ):
+            out.append(combo)
+    return out
+
+
+def what_worked(tried: dict[tuple[str, ...], bool]) -> str:
+    """One line on the verifications so far: which fix made the run survive, which did not."""
+    ok = [" + ".join(fids) for fids, survived in tried.items() if survived]
+    bad = [" + ".join(fids) for fids, survived in tried.items() if not survived]
+    if ok:
+        return f"{ok[0]} worked" + (f"; {', '.join(bad)} did not" if bad else "")
+    return f"not fixed by {', '.join(bad)}" if bad else ""
 
 
 def verify(

@@ -36,7 +36,7 @@ from tfdoctor.core.knowledge.causes import load_causes as load_causes
 from tfdoctor.core.knowledge.signatures import SAYS_FIELD
 from tfdoctor.core.knowledge.signatures import Signature as Signature
 from tfdoctor.core.knowledge.signatures import load_signatures as load_signatures
-from tfdoctor.core.model import Cause, Diagnosis, Evidence, Facts
+from tfdoctor.core.model import Cause, Diagnosis, Evidence, Facts, Measure
 
 # clues only for a line that nothing else explains: which TF source file printed it, which
 # class of TF error it raised
@@ -298,6 +298,7 @@ class Diagnoser:
             lines_read=self.lines_read,
             noise_lines=self.noise_lines,
             sources=tuple(self.sources),
+            measures=_measures(ooms, self.hits),
         )
 
 
@@ -1015,6 +1016,39 @@ def new_diagnoser() -> Diagnoser:
     """A fresh engine over the shipped signatures (for feeding chunks yourself)."""
     sigs, causes = default_diagnoser_parts()
     return Diagnoser(sigs, causes)
+
+
+# XLA compiled the model when these say so (its own OOM and compile failures included)
+_XLA_SIGNATURES = ("xla_in_use", "xla_resource_exhausted", "xla_jit_failed")
+
+
+def _measures(ooms: list[tuple[str, BfcOom]], hits: Mapping[str, _Hit]) -> tuple[Measure, ...]:
+    """The numbers the log states that a fix may be sized from: the GPU pool that ran out
+    and the allocation that failed (the last failed GPU allocation's), and whether XLA ran."""
+    out: list[Measure] = []
+    failed = [(src, o) for src, o in ooms if not o.benign and o.device != "CPU"]
+    # the last failure's numbers (a paste can split one dump into two events)
+    for src, o in reversed(failed):
+        pool = o.limit_bytes or o.device_memory_bytes or o.pool_bytes
+        if pool:
+            out.append(Measure("gpu_pool_bytes", pool,
+                               f"TF's GPU memory pool was {format_size(pool)}", src,
+                               o.lines[0] if o.lines else None))  # fmt: skip
+            break
+    for src, o in reversed(failed):
+        ask = o.rounded_bytes or o.requested_bytes
+        if ask:
+            out.append(Measure("gpu_request_bytes", ask,
+                               f"an allocation of {format_size(ask)} failed", src,
+                               o.lines[0] if o.lines else None))  # fmt: skip
+            break
+    for sid in _XLA_SIGNATURES:
+        hit = hits.get(sid)
+        if hit is not None and hit.lines:
+            src, n, _ = hit.lines[0]
+            out.append(Measure("xla_in_use", 1, "XLA compiled the model", src, n))
+            break
+    return tuple(out)
 
 
 def diagnose(

@@ -47,6 +47,28 @@ _PARAM_KINDS = {  # the parameters whose values have a shape: (pattern, what it 
 
 # --------------------------------------------------------------------------- planning
 
+# fixes that must never be combined, and why
+CONTRADICTIONS = {
+    frozenset({"memory_growth", "memory_limit"}): "TensorFlow ignores memory growth on a GPU "
+    "with a memory limit: choose one",
+}
+
+
+def contradiction(fix_ids: Iterable[str]) -> str | None:
+    """Why these fixes must not be combined, or None."""
+    ids = set(fix_ids)
+    return next((f"{' and '.join(sorted(pair))}: {why}" for pair, why in
+                 CONTRADICTIONS.items() if pair <= ids), None)  # fmt: skip
+
+
+def needs_value(fid: str, params: Mapping[str, str] | None = None) -> str | None:
+    """The first parameter of a fix that has no default and no value given, or None."""
+    fix = catalog.fixes().get(fid)
+    if fix is None:
+        return None
+    given = params or {}
+    return next((k for k, default in fix.params if not default and not given.get(k)), None)
+
 
 @dataclass(frozen=True)
 class Plan:
@@ -93,6 +115,9 @@ def plan(fix_ids: Iterable[str], params: Mapping[str, str] | None = None) -> Pla
     ids = list(dict.fromkeys(fix_ids))
     if not ids:
         raise FixError("no fix given")
+    clash_why = contradiction(ids)
+    if clash_why:
+        raise FixError(clash_why)
     for fid in ids:
         fix = known.get(fid)
         if fix is None:
@@ -102,6 +127,12 @@ def plan(fix_ids: Iterable[str], params: Mapping[str, str] | None = None) -> Pla
                 f"{fid} is a {fix.kind} fix: tfdoctor shows it but cannot apply it ({fix.summary})"
             )
         values = {**dict(fix.params), **{k: v for k, v in params.items() if k in dict(fix.params)}}
+        name = needs_value(fid, params)
+        if name:  # a parameter without a default is measured, never invented
+            raise FixError(
+                f"{fid} needs {name}, and nothing measured it: give it with --set {name}=VALUE "
+                "(or run the check / the batch search, and tfdoctor sizes it)"
+            )
         for name in _PARAM_REF.findall(fix.preamble):  # Python code: only literals go in
             if not _PY_LITERAL.match(values.get(name, "")):
                 raise FixError(f"parameter {name} of {fid} must be a number, True or False")

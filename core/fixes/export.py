@@ -13,13 +13,14 @@ import datetime
 import os
 import re
 import shlex
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from tfdoctor.core import __version__
 from tfdoctor.core.diagnose.engine import shipped_causes
 from tfdoctor.core.fixes import propose
-from tfdoctor.core.fixes.apply import Plan, plan, preamble_text
+from tfdoctor.core.fixes.apply import Plan, contradiction, needs_value, plan, preamble_text
 from tfdoctor.core.fixes.transaction import FixError
 from tfdoctor.core.knowledge import catalog
 from tfdoctor.core.model import Facts
@@ -27,8 +28,14 @@ from tfdoctor.core.model import Facts
 FORMATS = ("sh", "ps1", "py")
 
 
-def fixes_for(fix_ids: Iterable[str] = (), cause_ids: Iterable[str] = ()) -> list[str]:
-    """The applicable config fixes named directly or by the causes they address.
+def fixes_for(
+    fix_ids: Iterable[str] = (),
+    cause_ids: Iterable[str] = (),
+    params: Mapping[str, str] | None = None,
+) -> list[str]:
+    """The applicable config fixes named directly or by the causes they address. A cause's
+    fix that needs a value nobody gave (a memory limit) is left out, and so is one that
+    contradicts a fix already chosen.
 
     Raises:
         FixError: an unknown cause id, or nothing applicable.
@@ -39,28 +46,58 @@ def fixes_for(fix_ids: Iterable[str] = (), cause_ids: Iterable[str] = ()) -> lis
     for cid in cause_ids:
         if cid not in causes:
             raise FixError(f"unknown cause {cid!r}")
-        ids += [f for f in causes[cid].fixes if known.get(f) and known[f].applicable]
+        for f in causes[cid].fixes:
+            if not (known.get(f) and known[f].applicable) or needs_value(f, params):
+                continue
+            if f not in ids and contradiction([*ids, f]):
+                continue
+            ids.append(f)
     ids = list(dict.fromkeys(ids))
     if not ids:
         raise FixError("no applicable config fix for these causes: nothing to export")
     return ids
 
 
-def _header(p: Plan, cause_ids: Sequence[str], comment: str) -> list[str]:
+@dataclass(frozen=True)
+class About:
+    """What a script's header says beyond its fixes: each parameter's value and where it was
+    measured, and what the script leaves to the user (and why)."""
+
+    params: Mapping[str, str] = field(default_factory=dict)
+    origins: Mapping[str, str] = field(default_factory=dict)
+    not_in_script: tuple[str, ...] = ()
+
+
+def _header(
+    p: Plan, cause_ids: Sequence[str], comment: str, about: About | None = None
+) -> list[str]:
+    """What the script is for, the fixes it applies (with each measured value and where it
+    came from), then what it leaves to the user."""
+    about = about or About()
     fixes = catalog.fixes()
     lines = [
         f"{comment} tfdoctor {__version__} fix script, written "
         f"{datetime.datetime.now().isoformat(timespec='seconds')}",
         f"{comment} causes: {', '.join(cause_ids) or '-'}",
-        f"{comment} fixes:",
+        f"{comment} this script applies:",
     ]
     for fid in p.fix_ids:
         fx = fixes.get(fid)
         if fx is None:
             lines.append(f"{comment}   {fid}")
             continue
-        notes = "; ".join(f"{k}: {v}" for k, v in (("risk", fx.risk), ("undo", fx.undo)) if v)
-        lines.append(f"{comment}   {fid}: {fx.title}" + (f" ({notes})" if notes else ""))
+        risk = "; ".join(f"{k}: {v}" for k, v in (("risk", fx.risk), ("undo", fx.undo)) if v)
+        lines.append(f"{comment}   {fid}: {fx.title}" + (f" ({risk})" if risk else ""))
+        for name, _ in fx.params:
+            if name in about.params:
+                origin = about.origins.get(name)
+                lines.append(
+                    f"{comment}     {name}={about.params[name]}"
+                    + (f" ({origin})" if origin else "")
+                )
+    if about.not_in_script:
+        lines.append(f"{comment} not in this script (do these yourself):")
+        lines += [f"{comment}   {n}" for n in about.not_in_script]
     return lines
 
 
@@ -148,9 +185,9 @@ fi
 """
 
 
-def _sh_commands_only(p: Plan, cause_ids: Sequence[str], commands: Sequence[str]) -> str:
+def _sh_commands_only(p: Plan, cause_ids: Sequence[str], about: About | None = None) -> str:
     """A script with no variables to keep: it runs the commands with --apply, nothing more."""
-    out = ["#!/bin/sh", *_header(p, cause_ids, "#")]
+    out = ["#!/bin/sh", *_header(p, cause_ids, "#", about)]
     out += [
         "# usage: sh this-script [--apply]   (without an option: show what it would do)",
         "set -eu",
@@ -161,10 +198,15 @@ def _sh_commands_only(p: Plan, cause_ids: Sequence[str], commands: Sequence[str]
     return "\n".join(out) + "\n"
 
 
-def sh_script(p: Plan, cause_ids: Sequence[str] = (), commands: Sequence[str] = ()) -> str:
+def sh_script(
+    p: Plan,
+    cause_ids: Sequence[str] = (),
+    commands: Sequence[str] = (),
+    about: About | None = None,
+) -> str:
     """A POSIX sh script: dry run by default, --apply to act, --undo to take it back."""
     if not (p.env or p.unset):
-        return _commands(_sh_commands_only(p, cause_ids, commands), commands)
+        return _commands(_sh_commands_only(p, cause_ids, about), commands)
     env_lines = [f"export {k}={shlex.quote(v)}" for k, v in sorted(p.env.items())]
     env_lines += [f"unset {k}" for k in p.unset]
     body = "\n".join(env_lines)
@@ -173,7 +215,14 @@ def sh_script(p: Plan, cause_ids: Sequence[str] = (), commands: Sequence[str] = 
     while eof in body:  # a value can never end the here-document early
         n += 1
         eof = f"TFDOCTOR_ENV_EOF_{n}"
-    out = ["#!/bin/sh", *_header(p, cause_ids, "#")]
+    out = ["#!/bin/sh", *_header(p, cause_ids, "#", about)]
+    names = ", ".join([*sorted(p.env), *p.unset])
+    out += [
+        f"# where the settings go: {names} into ~/.tfdoctor/env.sh, which ~/.bashrc sources;",
+        "#   shells and a Jupyter started from one read it. A Jupyter started from the desktop",
+        "#   or as a service does not: for it, `tfdoctor fixes apply FIX --kernel NAME` (or",
+        "#   'Apply to the kernel' in the app) puts them into a copy of the kernel's kernel.json.",
+    ]
     if p.preamble:
         out.append("# some fixes are Python code for the notebook: export them with --format py")
     out += [
@@ -210,9 +259,9 @@ def _ps_quote(value: str) -> str:
     return "'" + _PS_QUOTES.sub(r"\1\1", value) + "'"
 
 
-def ps1_script(p: Plan, cause_ids: Sequence[str] = ()) -> str:
+def ps1_script(p: Plan, cause_ids: Sequence[str] = (), about: About | None = None) -> str:
     """A PowerShell script: dry run by default; -Apply sets user variables; -Undo removes."""
-    out = [*_header(p, cause_ids, "#"), "param([switch]$Apply, [switch]$Undo)"]
+    out = [*_header(p, cause_ids, "#", about), "param([switch]$Apply, [switch]$Undo)"]
     if p.preamble:
         out.insert(-1, "# some fixes are Python code for the notebook: export them with -format py")
     for k, v in sorted(p.env.items()):
@@ -232,9 +281,9 @@ def ps1_script(p: Plan, cause_ids: Sequence[str] = ()) -> str:
     return "\r\n".join(out) + "\r\n"
 
 
-def py_script(p: Plan, cause_ids: Sequence[str] = ()) -> str:
+def py_script(p: Plan, cause_ids: Sequence[str] = (), about: About | None = None) -> str:
     """The notebook preamble (also importable as a module before TensorFlow)."""
-    return "\n".join(_header(p, cause_ids, "#")) + "\n" + preamble_text(p)
+    return "\n".join(_header(p, cause_ids, "#", about)) + "\n" + preamble_text(p)
 
 
 def export(
@@ -243,20 +292,26 @@ def export(
     cause_ids: Sequence[str] = (),
     params: dict[str, str] | None = None,
     commands: Sequence[str] = (),
+    *,
+    expand_causes: bool = True,
+    about: About | None = None,
 ) -> str:
-    """The script text.
+    """The script text: `fix_ids`, and with `expand_causes` the applicable fixes of
+    `cause_ids` too (else the causes are only named in the header).
 
     Raises:
         FixError: an unknown format, fix or cause, or nothing applicable.
     """
     if fmt not in FORMATS:
         raise FixError(f"unknown format {fmt!r}: one of {', '.join(FORMATS)}")
-    p = plan(fixes_for(fix_ids, cause_ids), params)
+    ids = fixes_for(fix_ids, cause_ids if expand_causes else (), params)
+    p = plan(ids, params)
+    about = about or About(dict(params or {}))
     if fmt == "sh":
-        return sh_script(p, cause_ids, commands)
+        return sh_script(p, cause_ids, commands, about)
     if fmt == "ps1":
-        return ps1_script(p, cause_ids)
-    return py_script(p, cause_ids)
+        return ps1_script(p, cause_ids, about)
+    return py_script(p, cause_ids, about)
 
 
 def format_of(path: str | os.PathLike[str]) -> str:
@@ -270,22 +325,48 @@ def proposal_script(
     cause_ids: Sequence[str],
     facts: Facts | None = None,
     python: str | None = None,
+    params: Mapping[str, str] | None = None,
+    origins: Mapping[str, str] | None = None,
+    wanting: Mapping[str, str] | None = None,
 ) -> str:
-    """The script for a diagnosis's proposed fixes: its config fixes, and the exact commands
-    of its environment fixes for this setup (a pinned pip install...).
+    """The script for a diagnosis's proposed fixes: exactly its config fixes that have every
+    value measured (`params`, each named with its origin), and the exact commands of its
+    environment fixes for this setup (a pinned pip install...). The header lists what the
+    script leaves to the user: a fix still waiting for a measurement, advice and actions.
 
     Raises:
         FixError: an unknown format, or nothing applicable.
     """
-    ids = propose.config_fix_ids(proposed)
-    causes = list(cause_ids) if ids else []
+    known = catalog.fixes()
+    wanting = wanting or {}
+    values = dict(params or {})
+    ids = [f for f in propose.config_fix_ids(proposed) if f not in wanting]
     commands = propose.env_commands(proposed, facts, python)
+    with_commands = {f for f in proposed if known.get(f) and known[f].kind == "env"}
+    left = []
+    for fid in proposed:
+        if fid in ids or (fid in with_commands and commands):
+            continue
+        fx = known.get(fid)
+        title = fx.title if fx else fid
+        taken = [f"{k}={values[k]}" for k, _ in (fx.params if fx else ()) if k in values]
+        why = (
+            f"needs a measurement: {wanting[fid]}"
+            if fid in wanting
+            else ", ".join(taken)
+            if taken
+            else (fx.summary if fx else "")
+        )
+        left.append(f"{fid}: {title}" + (f" — {why}" if why else ""))
+    about = About(values, dict(origins or {}), tuple(left))
     if not ids and commands:
         if fmt != "sh":
             raise FixError(
                 "these fixes are commands to run (an install, a driver): export them as .sh"
             )
-        known = catalog.fixes()
-        env_ids = tuple(f for f in proposed if known.get(f) and known[f].kind == "env")
-        return sh_script(Plan(env_ids, {}), list(cause_ids), commands)
-    return export(fmt, ids, causes, commands=commands)
+        env_ids = tuple(f for f in proposed if f in with_commands)
+        return sh_script(Plan(env_ids, {}), list(cause_ids), commands, about)
+    if not ids:
+        raise FixError("none of the proposed fixes is a setting a script can apply")
+    given = {k: v for f in ids for k, _ in known[f].params if (v := values.get(k))}
+    return export(fmt, ids, list(cause_ids), given, commands, expand_causes=False, about=about)

@@ -1,19 +1,25 @@
 """Causes and findings -> the fixes to propose, with parameters from what was measured.
 
-Every number in a proposed fix comes from a measurement: the GPU with the most free memory
-and a memory limit from its free VRAM (the check), capped by the benchmark's TF peak, and the
-batch size from the max-batch search. No measurement, no number: the fix keeps its default.
+Every number in a proposed fix comes from a measurement, and says which: the GPU with the
+most free memory and a memory limit from its free VRAM (the check), capped by the benchmark's
+TF peak, the batch size from the max-batch search. No measurement, no number: the fix says
+which measurement would give it (and no script carries it) instead of inventing a value.
+Fixes that contradict each other are never both proposed, and a fix that would change nothing
+in this setup (XLA off where XLA never ran) or make it worse (a GPU memory limit under the pool
+the log ran out in) is left out with the reason.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
+from tfdoctor.core.diagnose.bfc import format_size
 from tfdoctor.core.diagnose.combine import RankedCause
 from tfdoctor.core.fixes import apply as fixes
 from tfdoctor.core.knowledge import catalog
-from tfdoctor.core.model import Facts, Finding, Severity
+from tfdoctor.core.model import Diagnosis, Facts, Finding, Severity
 
 CUDA_CONTEXT_MIB = 512  # left free for the CUDA context and cuDNN workspaces
 PEAK_HEADROOM = 1.25  # a memory limit from a measured TF peak keeps 25% headroom
@@ -29,11 +35,48 @@ def fix_unsupported(fid: str, facts: Facts | None) -> bool:
     return catalog.fix_unsupported(fid, cuda_build=cuda_build, build_cuda=cuda) is not None
 
 
+# what a fix's missing parameter asks the user to measure
+NEEDS = {
+    "memory_limit_mb": "run the environment check with the GPU as it is when you train, or a "
+    "reproduced run, so the limit comes from the free memory or the run's peak",
+    "batch_size": "run the batch search on the Reproduce step: it finds the largest batch "
+    "that trains",
+    "gpu": "run the environment check: it sees each GPU's free memory",
+}
+# XLA's auto-clustering turned on by the environment (TF_XLA_FLAGS)
+_AUTO_JIT_ON = ("--tf_xla_auto_jit=1", "--tf_xla_auto_jit=2", "--tf_xla_auto_jit=fusible")
+
+
+@dataclass(frozen=True)
+class Measured:
+    """The fixes' parameter values from measurements, each with where it came from."""
+
+    values: dict[str, str] = field(default_factory=dict)
+    origins: dict[str, str] = field(default_factory=dict)  # name -> "from the check: ..."
+    pool_bytes: int | None = None  # the GPU pool the user's log ran out in
+    xla_in_use: str | None = None  # where XLA was seen running, None when it never was
+
+
+@dataclass(frozen=True)
+class Proposals:
+    """The fixes to propose, most important first, and those left out, with why."""
+
+    fixes: list[tuple[str, list[str]]]  # (fix id, the causes or findings it addresses)
+    wanting: dict[str, str] = field(default_factory=dict)  # fix id -> the measurement it needs
+    left_out: list[tuple[str, str]] = field(default_factory=list)  # (fix id, why)
+
+
 def proposed_fixes(
-    causes: Iterable[RankedCause], findings: Iterable[Finding], facts: Facts | None
-) -> list[tuple[str, list[str]]]:
-    """(fix id, the causes or findings it addresses), most important first; fixes this
-    TensorFlow build cannot use are left out."""
+    causes: Iterable[RankedCause],
+    findings: Iterable[Finding],
+    facts: Facts | None,
+    measured: Measured | None = None,
+) -> Proposals:
+    """The fixes for these causes and findings, most important first: fixes this TensorFlow
+    build cannot use, that would change nothing or make the crash come sooner are left out;
+    of two that contradict each other only one stays; a fix whose parameter nothing measured
+    says which measurement would give it."""
+    m = measured or Measured()
     order: dict[str, list[str]] = {}
     for rc in causes:
         for fid in rc.cause.fixes:
@@ -42,16 +85,54 @@ def proposed_fixes(
         if f.severity >= Severity.WARNING:
             for fid in f.fixes:
                 order.setdefault(fid, []).append(f.title)
-    return [(f, why) for f, why in order.items() if not fix_unsupported(f, facts)]
+    known = catalog.fixes()
+    left_out: list[tuple[str, str]] = []
+
+    def drop(fid: str, why: str) -> None:
+        if order.pop(fid, None) is not None:
+            left_out.append((fid, why))
+
+    for fid in list(order):
+        if fix_unsupported(fid, facts):
+            drop(fid, "this TensorFlow build cannot use it")
+    if "xla_toggle" in order and m.xla_in_use is None:
+        drop("xla_toggle", "XLA never ran here: it is off already (TensorFlow's default)")
+    limit = m.values.get("memory_limit_mb")
+    if "memory_limit" in order and limit and m.pool_bytes and int(limit) << 20 < m.pool_bytes:
+        pool = format_size(m.pool_bytes)
+        drop("memory_limit", f"a {limit} MiB limit is under the {pool} pool your log ran out "
+             "in: the same crash would come sooner")  # fmt: skip
+    if "memory_limit" in order and "memory_growth" in order:  # TF ignores growth under a limit
+        if limit:
+            drop("memory_growth", "the measured memory limit replaces it (TF ignores memory "
+                 "growth on a GPU with a limit)")  # fmt: skip
+        else:
+            drop("memory_limit", "memory growth instead: TF ignores growth under a limit, "
+                 f"and nothing measured the limit ({NEEDS['memory_limit_mb']})")  # fmt: skip
+    wanting = {}
+    for fid in order:
+        fx = known.get(fid)
+        missing = [
+            k for k, default in (fx.params if fx else ()) if not default and k not in m.values
+        ]
+        if missing:
+            wanting[fid] = NEEDS.get(missing[0], f"a value for {missing[0]}")
+    return Proposals([(f, why) for f, why in order.items()], wanting, left_out)
 
 
-def measured_params(
-    facts: Facts | None, tf_peak_gpu_bytes: int = 0, recommended_batch: int | None = None
-) -> dict[str, str]:
-    """Fix parameters from what was measured: a GPU memory limit from the free VRAM and the
-    benchmark's TF peak (with 25% headroom), the batch size from the max-batch search, the
-    GPU with the most free memory."""
-    out: dict[str, str] = {}
+def measure(
+    facts: Facts | None,
+    tf_peak_gpu_bytes: int = 0,
+    recommended_batch: int | None = None,
+    log: Diagnosis | None = None,
+    largest_clean_batch: int | None = None,
+) -> Measured:
+    """Fix parameters from what was measured, each with its origin: a GPU memory limit from
+    the free VRAM (the check) and the benchmark's TF peak (with 25% headroom), the batch size
+    from the max-batch search, the GPU with the most free memory; and what the user's log
+    states (the pool that ran out, whether XLA ran)."""
+    values: dict[str, str] = {}
+    origins: dict[str, str] = {}
     free: dict[int, int] = {}
     if facts is not None:
         n = facts.value("gpu.count")
@@ -64,15 +145,43 @@ def measured_params(
                 free[i] = total - used
     if free:
         best = max(free, key=lambda i: free[i])
-        out["gpu"] = str(best)
+        values["gpu"] = str(best)
+        origins["gpu"] = (
+            f"from the check: GPU {best} has the most free memory ({free[best]} MiB)"
+            if len(free) > 1
+            else "from the check: the only GPU"
+        )
         limit = free[best] - CUDA_CONTEXT_MIB
-        if tf_peak_gpu_bytes:
-            limit = min(limit, int(tf_peak_gpu_bytes * PEAK_HEADROOM) >> 20)
+        why = (
+            f"from the check: {free[best]} MiB free on GPU {best}, less {CUDA_CONTEXT_MIB} MiB "
+            "for the CUDA context"
+        )
+        peak_limit = int(tf_peak_gpu_bytes * PEAK_HEADROOM) >> 20
+        if tf_peak_gpu_bytes and peak_limit < limit:
+            limit = peak_limit
+            why = (
+                f"from the reproduced run: TensorFlow's peak was "
+                f"{format_size(tf_peak_gpu_bytes)}, plus 25% headroom"
+            )
         if limit >= MIN_LIMIT_MIB:
-            out["memory_limit_mb"] = str(limit)
+            values["memory_limit_mb"] = str(limit)
+            origins["memory_limit_mb"] = why
     if recommended_batch:
-        out["batch_size"] = str(recommended_batch)
-    return out
+        values["batch_size"] = str(recommended_batch)
+        origins["batch_size"] = "from the batch search" + (
+            f": {largest_clean_batch} was the largest batch that trained, less a safety margin"
+            if largest_clean_batch and largest_clean_batch != recommended_batch
+            else ": the largest batch that trained"
+        )
+    pool = log.measure("gpu_pool_bytes") if log is not None else None
+    xla = log.measure("xla_in_use") if log is not None else None
+    xla_where = f"from your log: {xla.says} (line {xla.line})" if xla is not None else None
+    if xla_where is None and facts is not None:
+        env = facts.value("target.env")
+        flags = str(env.get("TF_XLA_FLAGS", "")) if isinstance(env, dict) else ""
+        if any(on in flags for on in _AUTO_JIT_ON):
+            xla_where = f"from the check: TF_XLA_FLAGS={flags}"
+    return Measured(values, origins, pool.value if pool is not None else None, xla_where)
 
 
 def fix_params(fid: str, measured: Mapping[str, str]) -> dict[str, str]:

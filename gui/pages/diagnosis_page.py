@@ -1,7 +1,8 @@
-"""The wizard's Diagnosis page: the ranked causes from every source the user gave (crash logs,
-the environment check, the reproduced run and its telemetry), each with how sure, where it
-comes from, its evidence and its fixes. The analysis is core's (`core.session`); it runs off
-the GUI thread through `AnalysisBridge`, and this page only shows it."""
+"""The wizard's Diagnosis page: the causes of the user's crash (their logs, their machine's
+check), best first, then what tfdoctor's own runs showed in a section of their own; each
+with how sure, where it comes from, its evidence and its fixes. The analysis is core's
+(`core.session`); it runs off the GUI thread through `AnalysisBridge`, and this page only
+shows it."""
 
 from __future__ import annotations
 
@@ -30,13 +31,14 @@ class DiagnosisPage(QWidget):
         self.setObjectName("diagnosisPage")
         self.session = session
         self.bridge = bridge or AnalysisBridge(session, self)
-        self.ranked: list[RankedCause] = []
+        self.ranked: list[RankedCause] = []  # the answer: the crash's causes, best first
+        self.experiments: list[RankedCause] = []  # tfdoctor's runs, when a crash leads
         root = page_layout(
             self,
             "Diagnosis",
-            "Why it died, best explanation first: every source you gave counts (the crash "
-            "log, the environment check, the reproduced run and its memory over time). "
-            "Click a cause for its evidence and what to do.",
+            "Why it died, best explanation first, from your crash log and your machine's "
+            "check; what tfdoctor's own runs showed follows in its own section. Click a "
+            "cause for its evidence and what to do.",
         )
         head = QHBoxLayout()
         self.summary = QLabel(self)
@@ -53,7 +55,7 @@ class DiagnosisPage(QWidget):
         head.addWidget(self.busy)
         head.addWidget(self.again)
         root.addLayout(head)
-        self.causes = FindingsView(self)
+        self.causes = FindingsView(self, ranked=True)
         self.causes.set_placeholder("The causes appear here.")
         root.addWidget(self.causes, 1)
         self.moments = QHBoxLayout()
@@ -99,15 +101,26 @@ class DiagnosisPage(QWidget):
         self.busy.hide()
         self.again.setEnabled(True)
         self.ranked = list(analysis.ranked)
+        self.experiments = list(analysis.experiments) if analysis.has_crash else []
         self.causes.clear()
+        if analysis.experiment_findings and analysis.findings:
+            self.causes.add_heading("Your crash")
         for f in analysis.findings:
             self.causes.add_finding(f)
+        if analysis.experiment_findings:
+            self.causes.add_heading(
+                "What tfdoctor's own runs showed <span style='font-weight:normal'>(the "
+                "reproduced run and its memory; not counted as evidence about your crash)"
+                "</span>"
+            )
+            for f in analysis.experiment_findings:
+                self.causes.add_finding(f)
         while self.moments.count():
             item = self.moments.takeAt(0)
             widget = item.widget() if item is not None else None
             if widget is not None:
                 widget.deleteLater()
-        for rc in self.ranked:
+        for rc in [*self.ranked, *self.experiments]:
             at = next((e.at for e in rc.cause.evidence if e.at is not None), None)
             if at is not None:
                 b = QPushButton(f"Show “{rc.cause.title}” on the plot", self)
@@ -123,6 +136,11 @@ class DiagnosisPage(QWidget):
             )
             if self.causes.cards():
                 self.causes.cards()[0].set_expanded(True)
+        elif self.experiments:
+            self.summary.setText(
+                "No known failure pattern in your crash log. tfdoctor's own runs are below: "
+                "they show what the reproduced workload did, not why your run died."
+            )
         else:
             self.summary.setText(
                 "No known failure pattern in what you gave. Capture the full output of the run "

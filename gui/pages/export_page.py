@@ -28,8 +28,10 @@ class ExportPage(QWidget):
         root = page_layout(
             self,
             "Export",
-            "Save everything this session found as JSON: the target, the check, the run, the "
-            "logs' diagnosis. A readable report and a fix script come in a later version.",
+            "Save everything this session found as JSON (the target, the check, the run, the "
+            "logs' diagnosis), or the proposed fixes as a script to run where the crash "
+            "happens: a shell or PowerShell script (a dry run until --apply) or the "
+            "notebook's first cell (.py).",
         )
         self.save_button = QPushButton("Save session as JSON…", self)
         self.script_button = QPushButton("Export fix script…", self)
@@ -59,16 +61,9 @@ class ExportPage(QWidget):
 
     def export_script(self, path: str) -> bool:
         """The proposed config fixes as a script; the format follows the file's suffix."""
-        analysis = self.session.analysis()
-        if analysis is None:
-            self.sig_status_changed.emit("The diagnosis is still running: export when it is done")
-            return False
-        python = self.session.target.python if self.session.target else None
-        causes = [r.cause.id for r in analysis.ranked]
+        fmt = export.format_of(path)
         try:
-            text = export.proposal_script(
-                export.format_of(path), analysis.fix_ids, causes, self.session.facts(), python
-            )
+            text = self.script_text(fmt)
             atomic_write_text(Path(path), text)
         except fixes.FixError as exc:
             self.sig_status_changed.emit(f"No script: {exc}")
@@ -76,10 +71,43 @@ class ExportPage(QWidget):
         except OSError as exc:
             self.sig_status_changed.emit(f"Cannot save {path}: {exc.strerror or exc}")
             return False
-        self.sig_status_changed.emit(f"Wrote {path} (run it without options for a dry run)")
+        how = {
+            "py": "paste it as the notebook's first cell, or import it before TensorFlow",
+            "ps1": "run it without options for a dry run, then with -Apply",
+        }.get(fmt, "run it without options for a dry run, then with --apply")
+        self.sig_status_changed.emit(f"Wrote {path}: {how}")
         return True
 
+    def script_text(self, fmt: str) -> str:
+        """The fix script for the session's proposed fixes, in `fmt`.
+
+        Raises:
+            FixError: nothing to export (why, in one line).
+        """
+        analysis = self.session.analysis()
+        if analysis is None:
+            raise fixes.FixError("the diagnosis is still running: export when it is done")
+        python = self.session.target.python if self.session.target else None
+        return export.proposal_script(
+            fmt,
+            analysis.fix_ids,
+            [r.cause.id for r in analysis.ranked],
+            self.session.facts(),
+            python,
+            analysis.params,
+            analysis.origins,
+            analysis.wanting,
+        )
+
     def _on_script_clicked(self) -> None:
+        try:  # nothing to export: say so, never open a save dialog for it
+            self.script_text("sh")
+        except fixes.FixError as first:
+            try:
+                self.script_text("py")
+            except fixes.FixError:
+                self.sig_status_changed.emit(f"No fix script: {first}")
+                return
         path, _ = QFileDialog.getSaveFileName(
             self,
             "Export a fix script",

@@ -40,7 +40,14 @@ log = logging.getLogger(__name__)
 class FixRow(QFrame):
     """One proposed fix: what it changes and why, with its one-click actions."""
 
-    def __init__(self, fix: catalog.Fix, reasons: list[str], parent: QWidget) -> None:
+    def __init__(
+        self,
+        fix: catalog.Fix,
+        reasons: list[str],
+        parent: QWidget,
+        values: list[tuple[str, str, str]] | None = None,
+        needs: str | None = None,
+    ) -> None:
         super().__init__(parent)
         self.fix = fix
         self.setObjectName("findingCard")
@@ -68,6 +75,19 @@ class FixRow(QFrame):
         why.setObjectName("infoLabel")
         why.setWordWrap(True)
         lay.addWidget(why)
+        # every number says where it was measured; a missing one says how to measure it
+        said = [
+            f"<b>{html.escape(k)} = {html.escape(v)}</b>" + (f" — {html.escape(o)}" if o else "")
+            for k, v, o in values or []
+        ]
+        if needs:
+            said.append(f"<b>Needs a measurement:</b> {html.escape(needs)}")
+        self.values = QLabel("<br>".join(said), self)
+        self.values.setObjectName("fixValues")
+        self.values.setTextFormat(Qt.TextFormat.RichText)
+        self.values.setWordWrap(True)
+        self.values.setVisible(bool(said))
+        lay.addWidget(self.values)
         self.buttons = QHBoxLayout()
         self.buttons.addStretch(1)
         lay.addLayout(self.buttons)
@@ -76,6 +96,8 @@ class FixRow(QFrame):
         self.result.setTextFormat(Qt.TextFormat.RichText)
         self.result.hide()
         lay.addWidget(self.result)
+        self.next_buttons = QHBoxLayout()  # after "not fixed": what to try next
+        lay.addLayout(self.next_buttons)
         self.comparison: ComparisonPlot | None = None
 
     def add_button(self, text: str, tip: str, slot: Any, enabled: bool = True) -> QPushButton:
@@ -115,10 +137,10 @@ class FixPage(QWidget):
         top = QHBoxLayout()
         self.note = QLabel(self, wordWrap=True)
         self.note.setObjectName("infoLabel")
+        self.note.setTextFormat(Qt.TextFormat.RichText)
         top.addWidget(self.note, 1)
         self.undo_button = QPushButton("Undo the last change", self)
         self.undo_button.setToolTip("Put back the files the last applied fix changed")
-        top.addStretch(1)
         top.addWidget(self.undo_button)
         root.addLayout(top)
         scroll = QScrollArea(self)
@@ -135,7 +157,11 @@ class FixPage(QWidget):
         self._verify_task = Task(self, name="tfdoctor-verify", poll_ms=100)
         self._verify_task.sig_done.connect(self._on_verify_done)
         self._verify_task.sig_failed.connect(self._on_verify_failed)
-        self._verifying: str | None = None  # the fix being verified
+        self._verifying: str | None = None  # the row of the fix being verified
+        self._verifying_fids: tuple[str, ...] = ()  # the fixes of that run
+        # each verification's fixes -> whether the run survived (for the run they were for)
+        self.tried: dict[tuple[str, ...], bool] = {}
+        self._tried_for: object = None
         self._verify_cancel = threading.Event()
         self._stop_task = Task(self, name="tfdoctor-stop-process", poll_ms=100)
         self._stop_task.sig_done.connect(self._on_stop_done)
@@ -155,7 +181,11 @@ class FixPage(QWidget):
             self.fix_ids, self._params = [], {}
             self.note.setText("Reading the evidence: the fixes follow from it.")
             return
-        self.note.setText("")
+        left = [
+            f"{html.escape(known[f].title if f in known else f)}: {html.escape(why)}"
+            for f, why in analysis.left_out
+        ]
+        self.note.setText("<b>Not proposed</b><br>" + "<br>".join(left) if left else "")
         proposed = [(fid, list(why)) for fid, why in analysis.fixes]
         self._params = dict(analysis.params)
         self.fix_ids = [fid for fid, _ in proposed]
@@ -165,8 +195,11 @@ class FixPage(QWidget):
             fx = known.get(fid)
             if fx is None:
                 continue
-            row = FixRow(fx, reasons, self)
-            if fx.applicable:
+            taken = propose.fix_params(fid, self._params)
+            values = [(k, v, analysis.origins.get(k, "")) for k, v in taken.items()]
+            needs = analysis.wanting.get(fid)
+            row = FixRow(fx, reasons, self, values, needs)
+            if fx.applicable and needs is None:
                 row.add_button(
                     "Apply to the kernel",
                     f"Make a copy of kernel {kernel!r} with these settings, named “… (tfdoctor)”"
@@ -228,7 +261,7 @@ class FixPage(QWidget):
         if bench is None or self.session.target is None:
             return False
         try:
-            verify_mod.fixed_run(self.session.target, bench.config, [fid])
+            verify_mod.fixed_run(self.session.target, bench.config, [fid], self._fix_values(fid))
         except fixes.FixError:
             return False
         return True
@@ -261,6 +294,10 @@ class FixPage(QWidget):
 
     def _plan(self, fid: str) -> fixes.Plan:
         return propose.plan_fix(fid, self._params)
+
+    def _fix_values(self, fid: str) -> dict[str, str]:
+        """The measured values this fix takes (a verify run uses them, never a default)."""
+        return propose.fix_params(fid, self._params)
 
     def apply_to_conda(self, fid: str) -> None:
         target = self.session.target
@@ -319,19 +356,27 @@ class FixPage(QWidget):
         self.sig_status_changed.emit(f"Undone: {', '.join(rec['fixes'])} on {rec['target']}")
         self.undo_button.setEnabled(any(not r.get("undone") for r in fixes.history()))
 
-    def verify(self, fid: str) -> None:
+    def verify(self, fid: str, together: tuple[str, ...] = ()) -> None:
+        """Re-run the benchmark with the fix (or the fixes `together`), shown in fid's row."""
         bench, target = self.session.bench, self.session.target
         if self._verifying is not None or bench is None or target is None:
             return
+        if self._tried_for is not bench:  # a new run: earlier verdicts were about another
+            self.tried, self._tried_for = {}, bench
+        fids = together or (fid,)
+        values = {k: v for f in fids for k, v in self._fix_values(f).items()}
         before = (bench, list(self.session.telemetry))
         options = self.session.bench_options or SupervisorOptions(sample_every_s=0.1)
         self._verify_cancel = threading.Event()
         self._verify_task.submit(
-            verify_mod.verify, target, bench.config, [fid], None, options, before=before,
+            verify_mod.verify, target, bench.config, list(fids), values, options,
+            before=before,
             cancel=self._verify_cancel,
         )  # fmt: skip
-        self._verifying = fid
-        self.rows[fid].show_result("Running the benchmark with the fix…")
+        self._verifying, self._verifying_fids = fid, fids
+        self._clear_next(fid)
+        what = "the fix" if len(fids) == 1 else " + ".join(fids)
+        self.rows[fid].show_result(f"Running the benchmark with {html.escape(what)}…")
 
     def shutdown(self, wait_s: float = 15.0) -> None:
         """Before the app exits: stop a verification run (its worker is killed and its memory
@@ -357,13 +402,69 @@ class FixPage(QWidget):
             for label, before, after in v.table(format_bytes, missing="–")
         ]
         verdict = v.verdict[:1].upper() + v.verdict[1:] + "."
+        fids = self._verifying_fids or (fid,)
+        if len(fids) > 1:
+            verdict = f"{' + '.join(fids)}: {verdict}"
+        self.tried[fids] = bool(v.after["survived"])
+        summary = verify_mod.what_worked(self.tried)
         row = self.rows[fid]
         row.show_result(
-            f"<b>{verdict}</b><table cellpadding='3'><tr><th></th><th>before</th>"
+            f"<b>{html.escape(verdict)}</b><table cellpadding='3'><tr><th></th><th>before</th>"
             f"<th>after</th></tr>{''.join(cells)}</table>"
+            + (f"<br>So far: {html.escape(summary)}." if len(self.tried) > 1 else "")
         )
+        if row.comparison is not None:
+            row.comparison.deleteLater()
         row.comparison = ComparisonPlot(v.before_telemetry, v.after_telemetry, row)
         layout = row.layout()
         if layout is not None:
             layout.addWidget(row.comparison)
-        self.sig_status_changed.emit(verdict)
+        if not v.after["survived"]:
+            self._offer_next(fid)
+        self.sig_status_changed.emit(verdict + (f" ({summary})" if len(self.tried) > 1 else ""))
+
+    def next_steps(self) -> list[tuple[str, ...]]:
+        """What to verify after a fix that did not fix the run (see verify.next_to_try)."""
+        return verify_mod.next_to_try(
+            self.fix_ids, self.tried, lambda fids: self._verifiable_all(fids)
+        )
+
+    def _offer_next(self, fid: str) -> None:
+        """Buttons under a 'not fixed' result: the next fix, and it with the ones tried."""
+        row = self.rows[fid]
+        known = catalog.fixes()
+        steps = self.next_steps()
+        if not steps:
+            row.show_result(row.result.text() + "<br>No other proposed fix can be shown by a "
+                            "run: see the fixes' notes above.")  # fmt: skip
+            return
+        for fids in steps:
+            if len(fids) == 1:
+                text = f"Try the next fix: {known[fids[0]].title}"
+            else:
+                text = "Try them together: " + " + ".join(fids)
+            target_row = fids[-1]
+            b = QPushButton(text, row)
+            b.setObjectName("nextFix")
+            b.setToolTip("Run the same benchmark with " + " + ".join(fids))
+            b.clicked.connect(lambda _=False, r=target_row, f=fids: self.verify(r, f))
+            row.next_buttons.addWidget(b)
+
+    def _clear_next(self, fid: str) -> None:
+        for row in self.rows.values():
+            while row.next_buttons.count():
+                item = row.next_buttons.takeAt(0)
+                w = item.widget() if item is not None else None
+                if w is not None:
+                    w.deleteLater()
+
+    def _verifiable_all(self, fids: list[str]) -> bool:
+        bench, target = self.session.bench, self.session.target
+        if bench is None or target is None or any(f not in self.rows for f in fids):
+            return False
+        values = {k: v for f in fids for k, v in self._fix_values(f).items()}
+        try:
+            verify_mod.fixed_run(target, bench.config, fids, values)
+        except fixes.FixError:
+            return False
+        return True

@@ -279,6 +279,17 @@ def test_batch_search_under_a_memory_cap_finds_the_boundary_and_respawns() -> No
     assert res.diagnosis.causes and res.diagnosis.causes[0].id == "host_oom"
     assert "1100 MiB RAM cap you set" in res.diagnosis.causes[0].title
     assert "raise_memory_limit" not in res.diagnosis.causes[0].fixes
+    # the user's GPU-OOM log with this search: the batch fix carries the searched size and
+    # says where it came from; the search's kill at the cap is not the crash's cause
+    from tests.core.test_flow import corpus_log
+    from tfdoctor.core.session import Inputs, LogInput, RunEvidence, analyse
+
+    log = corpus_log("gpu_oom")
+    a = analyse(Inputs((LogInput(log.name, log.read_bytes()),), run=RunEvidence.of(res)))
+    assert a.ranked[0].cause.id == "gpu_oom" and "host_oom" not in [c.cause.id for c in a.ranked]
+    assert a.params["batch_size"] == str(r["recommended_batch"])
+    assert f"{r['largest_clean_batch']} was the largest batch" in a.origins["batch_size"]
+    assert "smaller_batch" in a.fix_ids and "smaller_batch" not in a.wanting
 
 
 def test_cli_bench_json_and_bad_flags() -> None:

@@ -297,7 +297,11 @@ def test_diagnose_combines_a_log_a_saved_check_and_a_saved_run(tmp_path: Path) -
     out = json.loads(p.stdout)
     top = out["causes"][0]
     assert top["id"] == "gpu_oom"
-    assert top["sources"] == ["crash log", "environment check", "reproduced run"]
+    # the user's crash is ranked from their log and machine; tfdoctor's run stands apart
+    assert top["sources"] == ["crash log", "environment check"]
+    assert [(e["id"], e["sources"]) for e in out["experiments"]] == [
+        ("gpu_oom", ["reproduced run"])
+    ]
     # measured: the freest GPU, its free VRAM capped by the run's TF peak + 25%, the search
     limit = str(min(24576 - 1000 - 512, int((6 << 30) * 1.25) >> 20))
     assert out["measured"] == {"gpu": "1", "memory_limit_mb": limit, "batch_size": "48"}
@@ -306,7 +310,9 @@ def test_diagnose_combines_a_log_a_saved_check_and_a_saved_run(tmp_path: Path) -
     assert fixes["pick_gpu"]["params"] == {"gpu": "1"}
     human = tfdoctor("diagnose", str(log), "--check", str(check), "--run", str(run), "--no-color")
     assert human.returncode == 0
-    assert "seen in: crash log, environment check, reproduced run" in human.stdout
+    assert "seen in: crash log, environment check" in human.stdout
+    crash, _, runs = human.stdout.partition("What tfdoctor's own runs showed")
+    assert "Your crash" in crash and "seen in: reproduced run" in runs
     assert f"measured: memory_limit_mb={limit}" in human.stdout
 
 

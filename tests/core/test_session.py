@@ -180,3 +180,29 @@ def test_a_runs_tf_peak_and_searched_batch_set_the_parameters() -> None:
     limit = str(int(8 * 1024 * 1.25))  # the peak with 25% headroom, below the free VRAM
     assert a.params == {"gpu": "0", "memory_limit_mb": limit, "batch_size": "96"}
     assert [r.sources for r in a.ranked] == [("reproduced run",)]
+
+
+def test_the_users_crash_is_ranked_apart_from_tfdoctors_own_runs() -> None:
+    """A real GPU OOM log, and a real Keras run the kernel killed in a memory cgroup (as a
+    capped run on the Reproduce page ends): the run's host OOM is tfdoctor's experiment, so
+    it neither leads nor adds to the crash's answer, and its fixes are not proposed for it."""
+    from tests.conftest import FIXTURES
+    from tfdoctor.core.diagnose.engine import diagnose
+
+    killed = (FIXTURES / "logs" / "real_host_oom_kill.txt").read_bytes()
+    run = RunEvidence(diagnose(killed).causes)
+    assert run.causes[0].id == "host_oom" and run.causes[0].confidence >= 0.9
+    s = Session(door="log")
+    s.add_log("oom.log", corpus_log("gpu_oom").read_bytes())
+    a = analyse(Inputs(tuple(s.logs), run=run))
+    assert a.has_crash and a.ranked[0].cause.id == "gpu_oom"
+    assert all("reproduced run" not in rc.sources for rc in a.ranked)
+    assert "host_oom" not in [rc.cause.id for rc in a.ranked]
+    assert a.experiments[0].cause.id == "host_oom"
+    assert a.experiment_findings[0].id == "cause.host_oom"
+    assert a.experiment_findings[0].severity is Severity.WARNING  # never the answer's red
+    assert "add_swap" not in a.fix_ids and "raise_memory_limit" not in a.fix_ids
+    # without a crash, the run is the answer (the Reproduce door)
+    alone = analyse(Inputs(run=run))
+    assert not alone.has_crash and alone.ranked[0].cause.id == "host_oom"
+    assert alone.experiment_findings == () and "stream_tf_data" in alone.fix_ids

@@ -234,6 +234,16 @@ def test_apply_and_verify_shows_before_and_after(qtbot, window) -> None:  # type
     names = set(row.comparison.curves)
     assert {"Worker RSS (before)", "Worker RSS (after)"} <= names
     window.grab().save(os.path.join(SCREENSHOT_DIR, "tfdoctor-verify.png"))
+    # the user's GPU-OOM log arrives: it leads; the capped run's kill stays tfdoctor's own
+    window.session.add_log("oom.log", (CORPUS / "004_gpu_oom.txt").read_bytes())
+    window.go("diagnosis")
+    page = window.diagnosis_page
+    qtbot.waitUntil(lambda: not page.busy_now, timeout=30_000)
+    assert page.ranked[0].cause.id == "gpu_oom"
+    assert "host_oom" in [rc.cause.id for rc in page.experiments]
+    assert "host_oom" not in [rc.cause.id for rc in page.ranked]
+    assert page.causes.headings()[0] == "Your crash"
+    window.grab().save(os.path.join(SCREENSHOT_DIR, "tfdoctor-diagnosis-apart.png"))
 
 
 def test_a_leak_seen_in_the_telemetry_is_shown_on_the_plot(qtbot, window) -> None:  # type: ignore[no-untyped-def]

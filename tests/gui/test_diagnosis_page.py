@@ -1,0 +1,55 @@
+"""The Diagnosis page shows the causes best first (by confidence, whatever their severity)
+and keeps tfdoctor's own runs in a section after the user's crash."""
+
+from __future__ import annotations
+
+from tests.conftest import CORPUS, FIXTURES
+from tfdoctor.core.diagnose.engine import diagnose
+from tfdoctor.core.session import Inputs, RunEvidence, Session, analyse
+from tfdoctor.gui.findings_view import sort_key
+from tfdoctor.gui.pages.diagnosis_page import DiagnosisPage
+
+
+def _page(qtbot, session: Session) -> DiagnosisPage:  # type: ignore[no-untyped-def]
+    page = DiagnosisPage(session)
+    qtbot.addWidget(page)
+    page.resize(1024, 700)
+    page.show()
+    page.refresh()
+    qtbot.waitUntil(lambda: not page.busy_now, timeout=30_000)
+    return page
+
+
+def test_causes_are_shown_best_first(qtbot) -> None:  # type: ignore[no-untyped-def]
+    """A real fragmentation log with three causes: the cards follow the confidence, not
+    severity then name (which would put a 38% card before a 24% one... or after)."""
+    s = Session(door="log")
+    s.add_log("frag.log", (CORPUS / "008_fragmentation.txt").read_bytes())
+    page = _page(qtbot, s)
+    shown = [c.finding.confidence for c in page.causes.cards()]
+    assert len(shown) >= 3 and shown == sorted(shown, reverse=True)
+    assert [c.finding.id for c in page.causes.cards()] == [
+        f"cause.{rc.cause.id}" for rc in page.ranked
+    ]
+    by_severity = [f.confidence for f in sorted(page.causes.findings(), key=sort_key)]
+    assert by_severity != shown  # the old order would have mixed them up
+    assert page.causes.cards()[0].expanded and page.causes.headings() == []
+
+
+def test_the_users_crash_leads_and_tfdoctors_runs_follow_apart(qtbot) -> None:  # type: ignore[no-untyped-def]
+    killed = (FIXTURES / "logs" / "real_host_oom_kill.txt").read_bytes()
+    s = Session(door="log")
+    s.add_log("oom.log", (CORPUS / "004_gpu_oom.txt").read_bytes())
+    run = RunEvidence(diagnose(killed).causes)
+    a = analyse(Inputs(tuple(s.logs), run=run))  # the analysis the bridge hands over
+    page = DiagnosisPage(s)
+    qtbot.addWidget(page)
+    page.show()
+    page.bridge.sig_analysed.emit(a)
+    heads = page.causes.headings()
+    assert heads[0] == "Your crash" and "tfdoctor's own runs" in heads[1]
+    ids = [c.finding.id for c in page.causes.cards()]
+    assert ids[0] == "cause.gpu_oom" and "cause.host_oom" in ids
+    assert ids.index("cause.host_oom") >= len(a.findings)  # below the heading, never above
+    assert f"Most likely: <b>{a.ranked[0].cause.title}</b>" in page.summary.text()
+    assert page.experiments[0].cause.id == "host_oom"
