@@ -257,14 +257,7 @@ class FixPage(QWidget):
         self.undo_button.setEnabled(any(not r.get("undone") for r in fixes.history()))
 
     def _verifiable(self, fid: str) -> bool:
-        bench = self.session.bench
-        if bench is None or self.session.target is None:
-            return False
-        try:
-            verify_mod.fixed_run(self.session.target, bench.config, [fid], self._fix_values(fid))
-        except fixes.FixError:
-            return False
-        return True
+        return self._verifiable_all([fid])
 
     def apply_to_kernel(self, fid: str) -> None:
         target = self.session.target
@@ -460,7 +453,7 @@ class FixPage(QWidget):
 
     def _verifiable_all(self, fids: list[str]) -> bool:
         bench, target = self.session.bench, self.session.target
-        if bench is None or target is None or any(f not in self.rows for f in fids):
+        if bench is None or target is None or any(f not in self.fix_ids for f in fids):
             return False
         values = {k: v for f in fids for k, v in self._fix_values(f).items()}
         try:
