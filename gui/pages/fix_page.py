@@ -288,9 +288,9 @@ class FixPage(QWidget):
     def _plan(self, fid: str) -> fixes.Plan:
         return propose.plan_fix(fid, self._params)
 
-    def _fix_values(self, fid: str) -> dict[str, str]:
-        """The measured values this fix takes (a verify run uses them, never a default)."""
-        return propose.fix_params(fid, self._params)
+    def _fix_values(self, *fids: str) -> dict[str, str]:
+        """The measured values these fixes take (a verify run uses them, never a default)."""
+        return {k: v for f in fids for k, v in propose.fix_params(f, self._params).items()}
 
     def apply_to_conda(self, fid: str) -> None:
         target = self.session.target
@@ -357,7 +357,7 @@ class FixPage(QWidget):
         if self._tried_for is not bench:  # a new run: earlier verdicts were about another
             self.tried, self._tried_for = {}, bench
         fids = together or (fid,)
-        values = {k: v for f in fids for k, v in self._fix_values(f).items()}
+        values = self._fix_values(*fids)
         before = (bench, list(self.session.telemetry))
         options = self.session.bench_options or SupervisorOptions(sample_every_s=0.1)
         self._verify_cancel = threading.Event()
@@ -455,7 +455,7 @@ class FixPage(QWidget):
         bench, target = self.session.bench, self.session.target
         if bench is None or target is None or any(f not in self.fix_ids for f in fids):
             return False
-        values = {k: v for f in fids for k, v in self._fix_values(f).items()}
+        values = self._fix_values(*fids)
         try:
             verify_mod.fixed_run(target, bench.config, fids, values)
         except fixes.FixError:
