@@ -314,6 +314,16 @@ def build_parser() -> argparse.ArgumentParser:
         "--causes", nargs="+", default=[], metavar="CAUSE", help="cause ids from a diagnosis"
     )
     ex.add_argument("--set", action="append", default=[], metavar="NAME=VALUE")
+    ex.add_argument(
+        "--kernel",
+        metavar="NAME",
+        help="sh: put the settings into a copy of this Jupyter kernel (not ~/.bashrc)",
+    )
+    ex.add_argument(
+        "--python",
+        metavar="PATH",
+        help="sh: the kernel's interpreter, which changes its kernelspec (default: python3)",
+    )
     ex.add_argument("-o", "--output", metavar="FILE", help="write here (default: stdout)")
     ex.add_argument("--force", action="store_true", help="replace FILE if it exists")
 
@@ -1019,7 +1029,9 @@ def cmd_export_fix(args: argparse.Namespace) -> int:
     if not args.fixes and not args.causes:
         return _fail("name --fixes or --causes (see `tfdoctor fixes list`)")
     try:
-        text = export.export(args.format, args.fixes, args.causes, params)
+        text = export.export(
+            args.format, args.fixes, args.causes, params, kernel=args.kernel, python=args.python
+        )
     except FixError as exc:
         return _fail(str(exc))
     if not args.output:

@@ -274,8 +274,9 @@ def _diagnose_case(args: argparse.Namespace, inputs: list[Any], names: list[str]
         fmt = export.format_of(args.export)
         causes = [r.cause.id for r in a.ranked]
         try:
+            kernel = export.target_kernel(check.target if check is not None else None)
             text = export.proposal_script(
-                fmt, a.fix_ids, causes, facts, python, a.params, a.origins, a.wanting
+                fmt, a.fix_ids, causes, facts, python, a.params, a.origins, a.wanting, kernel
             )
             new_file = not Path(args.export).exists()
             atomic_write_text(Path(args.export), text)

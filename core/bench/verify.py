@@ -73,7 +73,13 @@ def fixed_run(
             raise FixError(f"unknown fix {fid!r}")
         knob = known[fid].bench  # fixes.toml: the benchmark setting that shows this fix
         if knob is not None:
+            was = cfg.batch_size
             cfg = KNOBS[knob](cfg, {**dict(known[fid].params), **params})
+            if knob == "batch_size" and not params.get("batch_size"):
+                notes.append(
+                    f"{fid}: batch size {was} → {cfg.batch_size}, half the run's, as a test "
+                    "(no batch search measured the largest that fits)"
+                )
         elif known[fid].applicable and (known[fid].env or known[fid].unset):
             p = plan([fid], params)
             env.update(p.env)

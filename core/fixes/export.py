@@ -1,15 +1,18 @@
 """Export fixes as a script to run where the crash happens: POSIX sh, PowerShell, or Python.
 
 The shell scripts are dry runs unless given --apply (undo with --undo): they echo each step,
-quote every value, and are idempotent. What they do: keep the variables in one env file
-(~/.tfdoctor/env.sh, or env.ps1) that the shell's startup file sources, and run the commands
-of environment fixes (a pip install with the exact versions) when given. The Python variant
-is the notebook preamble.
+quote every value, and are idempotent. What the .sh does: give a copy of a Jupyter kernelspec
+the variables in its env block (kernel_step.py, run by the kernel's own interpreter), which a
+Jupyter started from the desktop or as a service reads too; or keep them in one env file
+(~/.tfdoctor/env.sh) that the shell's startup file sources; and run the commands of
+environment fixes (a pip install with the exact versions). The .ps1 sets user variables. The
+Python variant is the notebook preamble.
 """
 
 from __future__ import annotations
 
 import datetime
+import json
 import os
 import re
 import shlex
@@ -20,10 +23,17 @@ from pathlib import Path
 from tfdoctor.core import __version__
 from tfdoctor.core.diagnose.engine import shipped_causes
 from tfdoctor.core.fixes import propose
-from tfdoctor.core.fixes.apply import Plan, contradiction, needs_value, plan, preamble_text
+from tfdoctor.core.fixes.apply import (
+    CLONE_SUFFIX,
+    Plan,
+    contradiction,
+    needs_value,
+    plan,
+    preamble_text,
+)
 from tfdoctor.core.fixes.transaction import FixError
 from tfdoctor.core.knowledge import catalog
-from tfdoctor.core.model import Facts
+from tfdoctor.core.model import Facts, Target
 
 FORMATS = ("sh", "ps1", "py")
 
@@ -101,16 +111,28 @@ def _header(
     return lines
 
 
-# The part of the shell script that does not depend on the fixes. It edits the user's shell
-# startup file the way the app's own fixes edit files: refuses what is not a regular file or is
-# read-only, writes through a symlink (the link stays), keeps the mode, appends one whole line
-# (after a line break when the file does not end with one), keeps a copy of the file from
-# before, and --undo gives back that copy byte for byte (or, when the file was changed since,
-# deletes only its own line). Paths go into the startup file single-quoted: a HOME holding
-# `$(...)` stays a name.
+# The part of the shell script that does not depend on the fixes. Its targets: a Jupyter
+# kernel's copy (--kernel NAME, by default the checked kernel), changed by kernel_step.py under
+# the kernel's interpreter, and the shell (--shell, by default when no kernel is known). It
+# checks the shell's startup file before the kernel step writes anything, and edits it the way
+# the app's own fixes edit files: refuses what is not a regular file or is read-only, writes
+# through a symlink (the link stays), keeps the mode, appends one whole line (after a line break
+# when the file does not end with one), keeps a copy of the file from before, and --undo gives
+# back that copy byte for byte (or, when the file was changed since, deletes only its own line).
+# Paths go into the startup file single-quoted: a HOME holding `$(...)` stays a name.
 _SH_BODY = r"""set -eu
-MODE="${1:-dry-run}"
-case "$MODE" in dry-run|--apply|--undo) ;; *) echo "usage: $0 [--apply|--undo]" >&2; exit 2;; esac
+MODE=dry-run; KERNEL=; SHELLS=; PICKED=
+usage() { echo "usage: $0 [--apply|--undo] [--kernel NAME] [--shell]" >&2; exit 2; }
+while [ $# -gt 0 ]; do
+  case "$1" in
+    dry-run|--apply|--undo) MODE=$1;;
+    --kernel) [ $# -ge 2 ] && [ -n "$2" ] || usage; KERNEL=$2; PICKED=1; shift;;
+    --shell) SHELLS=1; PICKED=1;;
+    *) usage;;
+  esac
+  shift
+done
+if [ -z "$PICKED" ]; then KERNEL=$KERNEL_DEFAULT; [ -n "$KERNEL" ] || SHELLS=1; fi
 DIR="${TFDOCTOR_DIR:-$HOME/.tfdoctor}"
 ENV_FILE="$DIR/env.sh"
 RC="${TFDOCTOR_RC:-$HOME/.bashrc}"
@@ -119,24 +141,39 @@ say() { printf '%s\n' "$*"; }
 die() { printf 'tfdoctor fix script: %s\n' "$*" >&2; exit 1; }
 NL='
 '
-case "$DIR$RC" in *"$NL"*) die "a path with a line break in it: not touched";; esac
+case "$DIR$RC$KERNEL" in *"$NL"*) die "a path or name with a line break in it: not touched";; esac
+PY="${TFDOCTOR_PYTHON:-$PY_DEFAULT}"
+if [ -z "$PY" ] || ! command -v "$PY" >/dev/null 2>&1; then
+  PY=$(command -v python3 || command -v python || true)
+fi
 sq() { printf "'%s'" "$(printf '%s' "$1" | sed "s/'/'\\\\''/g")"; }
 SOURCE_LINE=". $(sq "$ENV_FILE")  # tfdoctor"
-RC_REAL=$RC
-if [ -e "$RC" ] || [ -L "$RC" ]; then
-  [ -f "$RC" ] || die "$RC is not a regular file: not touched"
-  if [ -L "$RC" ]; then RC_REAL=$(readlink -f -- "$RC") || die "cannot resolve the link $RC"; fi
-  [ -n "$(find "$RC_REAL" -prune -perm -u+w)" ] || die "$RC is read-only: not touched"
-fi
 has_line() { [ -f "$RC" ] && grep -qxF -- "$SOURCE_LINE" "$RC"; }
+RC_REAL=$RC
+if { [ -n "$SHELLS" ] && [ "$MODE" != --undo ]; } || { [ "$MODE" = --undo ] && has_line; }; then
+  if [ -e "$RC" ] || [ -L "$RC" ]; then
+    [ -f "$RC" ] || die "$RC is not a regular file: not touched"
+    if [ -L "$RC" ]; then RC_REAL=$(readlink -f -- "$RC") || die "cannot resolve the link $RC"; fi
+    [ -n "$(find "$RC_REAL" -prune -perm -u+w)" ] || die "$RC is read-only: not touched"
+  fi
+fi
 no_final_newline() { [ -s "$1" ] && [ -n "$(tail -c 1 "$1")" ]; }
 replace_rc() {  # $1's bytes become the startup file's, in one rename; mode and owner stay
   cp -p "$RC_REAL" "$RC_REAL.tfdoctor.tmp"
   cat "$1" > "$RC_REAL.tfdoctor.tmp"
   mv -f "$RC_REAL.tfdoctor.tmp" "$RC_REAL"
 }
+kernel_step() {  # the Jupyter kernel's copy, in Python (see the program below)
+  [ -n "$PY" ] || die "no Python found to change the Jupyter kernel with: set TFDOCTOR_PYTHON"
+  "$PY" - "$@" <<'TFDOCTOR_PY_EOF'
+@KERNEL_STEP@
+TFDOCTOR_PY_EOF
+}
 if [ "$MODE" != dry-run ]; then  # what an interrupted run left
   rm -f "$RC_REAL.tfdoctor.tmp" "$ENV_FILE.tmp" "$BACKUP.tmp" "$DIR/rc.tmp"
+fi
+if [ "$MODE" = --undo ] && [ -d "$DIR/kernels" ]; then
+  kernel_step --undo "$DIR" "$SUFFIX" "$SETTINGS"
 fi
 if [ "$MODE" = --undo ]; then
   KEEP_BACKUP=
@@ -159,28 +196,33 @@ if [ "$MODE" = --undo ]; then
   rmdir "$DIR" 2>/dev/null || true
   exit 0
 fi
-if [ -f "$ENV_FILE" ] && [ "$(cat "$ENV_FILE")" = "$ENV_BODY" ]; then
-  say "$ENV_FILE already holds these settings"
-elif [ "$MODE" = --apply ]; then
-  say "write $ENV_FILE"
-  mkdir -p "$DIR"
-  say "$ENV_BODY" > "$ENV_FILE.tmp"
-  mv -f "$ENV_FILE.tmp" "$ENV_FILE"
-else
-  say "would write $ENV_FILE:"; say "$ENV_BODY"
+if [ -n "$KERNEL" ]; then
+  kernel_step "$MODE" "$DIR" "$SUFFIX" "$SETTINGS" "$KERNEL"
 fi
-if has_line; then
-  say "$RC already sources it"
-elif [ "$MODE" = --apply ]; then
-  say "add to $RC: $SOURCE_LINE (its copy from before: $BACKUP)"
-  mkdir -p "$DIR"
-  if [ -f "$RC" ]; then cp "$RC" "$BACKUP.tmp"; rm -f "$BACKUP.absent"
-  else : > "$BACKUP.absent"; : > "$BACKUP.tmp"; fi
-  mv -f "$BACKUP.tmp" "$BACKUP"
-  SEP=; if no_final_newline "$RC"; then SEP=$NL; fi
-  printf '%s%s\n' "$SEP" "$SOURCE_LINE" >> "$RC"
-else
-  say "would add to $RC: $SOURCE_LINE"
+if [ -n "$SHELLS" ]; then
+  if [ -f "$ENV_FILE" ] && [ "$(cat "$ENV_FILE")" = "$ENV_BODY" ]; then
+    say "$ENV_FILE already holds these settings"
+  elif [ "$MODE" = --apply ]; then
+    say "write $ENV_FILE"
+    mkdir -p "$DIR"
+    say "$ENV_BODY" > "$ENV_FILE.tmp"
+    mv -f "$ENV_FILE.tmp" "$ENV_FILE"
+  else
+    say "would write $ENV_FILE:"; say "$ENV_BODY"
+  fi
+  if has_line; then
+    say "$RC already sources it"
+  elif [ "$MODE" = --apply ]; then
+    say "add to $RC: $SOURCE_LINE (its copy from before: $BACKUP)"
+    mkdir -p "$DIR"
+    if [ -f "$RC" ]; then cp "$RC" "$BACKUP.tmp"; rm -f "$BACKUP.absent"
+    else : > "$BACKUP.absent"; : > "$BACKUP.tmp"; fi
+    mv -f "$BACKUP.tmp" "$BACKUP"
+    SEP=; if no_final_newline "$RC"; then SEP=$NL; fi
+    printf '%s%s\n' "$SEP" "$SOURCE_LINE" >> "$RC"
+  else
+    say "would add to $RC: $SOURCE_LINE"
+  fi
 fi
 """
 
@@ -198,13 +240,44 @@ def _sh_commands_only(p: Plan, cause_ids: Sequence[str], about: About | None = N
     return "\n".join(out) + "\n"
 
 
+def _kernel_step_program() -> str:
+    """The kernel step's Python program (stdlib only), as the script's here-document holds it."""
+    text = (Path(__file__).with_name("kernel_step.py")).read_text(encoding="utf-8")
+    assert "TFDOCTOR_PY_EOF" not in text.splitlines()
+    return text.rstrip("\n")
+
+
+def _where_settings_go(names: str, kernel: str | None) -> list[str]:
+    if kernel:
+        return [
+            f"# where the settings go ({names}):",
+            f"#   into a copy of the Jupyter kernel {kernel!r}, named {kernel + CLONE_SUFFIX!r}:",
+            "#   pick '... (tfdoctor)' in Jupyter's kernel menu. A Jupyter started from a",
+            "#   shell, the desktop or a service reads them there. --kernel NAME picks another;",
+            "#   --shell puts them into ~/.tfdoctor/env.sh instead, which ~/.bashrc sources",
+            "#   (for scripts run from a shell; give --kernel NAME --shell for both).",
+        ]
+    return [
+        f"# where the settings go ({names}):",
+        "#   into ~/.tfdoctor/env.sh, which ~/.bashrc sources: shells and a Jupyter started",
+        "#   from one read it. A Jupyter started from the desktop or as a service does not:",
+        "#   --kernel NAME puts them into a copy of that Jupyter kernel instead",
+        "#   (`jupyter kernelspec list` names them; give --kernel NAME --shell for both).",
+    ]
+
+
 def sh_script(
     p: Plan,
     cause_ids: Sequence[str] = (),
     commands: Sequence[str] = (),
     about: About | None = None,
+    kernel: str | None = None,
+    python: str | None = None,
 ) -> str:
-    """A POSIX sh script: dry run by default, --apply to act, --undo to take it back."""
+    """A POSIX sh script: dry run by default, --apply to act, --undo to take it back. The
+    settings go into a copy of the Jupyter kernel `kernel` (with the kernel's interpreter
+    `python`, where tfdoctor need not be installed) or, without one, into the shell's
+    startup; --kernel NAME and --shell choose when it runs."""
     if not (p.env or p.unset):
         return _commands(_sh_commands_only(p, cause_ids, about), commands)
     env_lines = [f"export {k}={shlex.quote(v)}" for k, v in sorted(p.env.items())]
@@ -215,23 +288,23 @@ def sh_script(
     while eof in body:  # a value can never end the here-document early
         n += 1
         eof = f"TFDOCTOR_ENV_EOF_{n}"
+    settings = json.dumps({"env": dict(sorted(p.env.items())), "unset": list(p.unset)})
     out = ["#!/bin/sh", *_header(p, cause_ids, "#", about)]
-    names = ", ".join([*sorted(p.env), *p.unset])
-    out += [
-        f"# where the settings go: {names} into ~/.tfdoctor/env.sh, which ~/.bashrc sources;",
-        "#   shells and a Jupyter started from one read it. A Jupyter started from the desktop",
-        "#   or as a service does not: for it, `tfdoctor fixes apply FIX --kernel NAME` (or",
-        "#   'Apply to the kernel' in the app) puts them into a copy of the kernel's kernel.json.",
-    ]
+    out += _where_settings_go(", ".join([*sorted(p.env), *p.unset]), kernel)
     if p.preamble:
         out.append("# some fixes are Python code for the notebook: export them with --format py")
     out += [
-        "# usage: sh this-script [--apply | --undo]   (without an option: show what it would do)",
+        "# usage: sh this-script [--apply | --undo] [--kernel NAME] [--shell]",
+        "#   (without --apply or --undo it shows what it would do and changes nothing)",
+        f"KERNEL_DEFAULT={shlex.quote(kernel or '')}",
+        f"PY_DEFAULT={shlex.quote(python or '')}",
+        f"SUFFIX={shlex.quote(CLONE_SUFFIX)}",
+        f"SETTINGS={shlex.quote(settings)}",
         f"ENV_BODY=$(cat <<'{eof}'",
         body,
         eof,
         ")",
-        _SH_BODY.rstrip("\n"),
+        _SH_BODY.replace("@KERNEL_STEP@", _kernel_step_program()).rstrip("\n"),
     ]
     return _commands("\n".join(out) + "\n", commands)
 
@@ -295,9 +368,12 @@ def export(
     *,
     expand_causes: bool = True,
     about: About | None = None,
+    kernel: str | None = None,
+    python: str | None = None,
 ) -> str:
     """The script text: `fix_ids`, and with `expand_causes` the applicable fixes of
-    `cause_ids` too (else the causes are only named in the header).
+    `cause_ids` too (else the causes are only named in the header). A .sh puts the settings
+    into a copy of the Jupyter kernel `kernel` (changed with its interpreter `python`).
 
     Raises:
         FixError: an unknown format, fix or cause, or nothing applicable.
@@ -308,10 +384,17 @@ def export(
     p = plan(ids, params)
     about = about or About(dict(params or {}))
     if fmt == "sh":
-        return sh_script(p, cause_ids, commands, about)
+        return sh_script(p, cause_ids, commands, about, kernel, python)
     if fmt == "ps1":
         return ps1_script(p, cause_ids, about)
     return py_script(p, cause_ids, about)
+
+
+def target_kernel(target: Target | None) -> str | None:
+    """The Jupyter kernel a .sh should give its settings to: the target's, when it is one."""
+    if target is None or target.kind != "kernelspec":
+        return None
+    return target.name or None
 
 
 def format_of(path: str | os.PathLike[str]) -> str:
@@ -328,10 +411,12 @@ def proposal_script(
     params: Mapping[str, str] | None = None,
     origins: Mapping[str, str] | None = None,
     wanting: Mapping[str, str] | None = None,
+    kernel: str | None = None,
 ) -> str:
     """The script for a diagnosis's proposed fixes: exactly its config fixes that have every
     value measured (`params`, each named with its origin), and the exact commands of its
-    environment fixes for this setup (a pinned pip install...). The header lists what the
+    environment fixes for this setup (a pinned pip install...). A .sh puts the settings into
+    a copy of the Jupyter kernel `kernel` when the target is one. The header lists what the
     script leaves to the user: a fix still waiting for a measurement, advice and actions.
 
     Raises:
@@ -369,4 +454,14 @@ def proposal_script(
     if not ids:
         raise FixError("none of the proposed fixes is a setting a script can apply")
     given = {k: v for f in ids for k, _ in known[f].params if (v := values.get(k))}
-    return export(fmt, ids, list(cause_ids), given, commands, expand_causes=False, about=about)
+    return export(
+        fmt,
+        ids,
+        list(cause_ids),
+        given,
+        commands,
+        expand_causes=False,
+        about=about,
+        kernel=kernel,
+        python=python,
+    )

@@ -97,6 +97,7 @@ class ExportPage(QWidget):
             analysis.params,
             analysis.origins,
             analysis.wanting,
+            export.target_kernel(self.session.target),
         )
 
     def _on_script_clicked(self) -> None:

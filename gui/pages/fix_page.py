@@ -404,6 +404,7 @@ class FixPage(QWidget):
         row.show_result(
             f"<b>{html.escape(verdict)}</b><table cellpadding='3'><tr><th></th><th>before</th>"
             f"<th>after</th></tr>{''.join(cells)}</table>"
+            + "".join(f"<br>{html.escape(n)}" for n in v.notes)
             + (f"<br>So far: {html.escape(summary)}." if len(self.tried) > 1 else "")
         )
         if row.comparison is not None:

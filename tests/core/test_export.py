@@ -105,6 +105,16 @@ def test_cli_export_fix(tmp_path: Path) -> None:
     )
     assert p.returncode == 0, p.stderr
     assert os.access(out, os.X_OK) and "TF_FORCE_GPU_ALLOW_GROWTH" in out.read_text()
+    assert "KERNEL_DEFAULT=''" in out.read_text()  # no kernel named: the shell's startup
+    p = subprocess.run(
+        [tfd, "export-fix", "--fixes", "memory_growth", "--kernel", "tf", "--python", "/x/py"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert (
+        p.returncode == 0 and "KERNEL_DEFAULT=tf\n" in p.stdout and "PY_DEFAULT=/x/py" in p.stdout
+    )
     for args in (
         ["--causes", "nope"],
         ["--fixes", "stream_tf_data"],

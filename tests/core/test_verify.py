@@ -48,6 +48,11 @@ def test_fixes_become_knobs_and_worker_variables() -> None:
     assert notes == []
     _, _, notes = fixed_run(t, cfg, ["memory_limit", "add_swap"], {"memory_limit_mb": "3000"})
     assert any("add_swap" in n for n in notes)
+    _, halved, notes = fixed_run(t, cfg, ["smaller_batch"])  # nothing measured a size
+    assert halved.batch_size == 32 and notes == [
+        "smaller_batch: batch size 64 → 32, half the run's, as a test "
+        "(no batch search measured the largest that fits)"
+    ]
     with pytest.raises(FixError, match="nothing to verify"):
         fixed_run(t, cfg, ["add_swap"])
     with pytest.raises(FixError, match="number of MB"):

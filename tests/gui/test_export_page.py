@@ -47,3 +47,20 @@ def test_the_subtitle_does_not_promise_what_is_there(qtbot) -> None:  # type: ig
     page, _ = _page(qtbot, Session())
     texts = " ".join(lb.text() for lb in page.findChildren(QLabel))
     assert "later version" not in texts and "fixes as a script" in texts
+
+
+def test_a_kernel_targets_script_gives_that_kernel_its_settings(qtbot, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Checking a Jupyter kernel: the .sh's settings go into a copy of that kernelspec (which a
+    Jupyter started from the desktop reads), with the kernel's own interpreter, not ~/.bashrc."""
+    from tfdoctor.core.model import Target
+
+    s = Session(door="log")
+    s.target = Target(
+        python="/opt/conda/envs/tf/bin/python", label="TF", kind="kernelspec", name="tf"
+    )
+    s.add_log("oom.log", (CORPUS / "gpu_oom__mozilla-DeepSpeech-606.txt").read_bytes())
+    page, _ = _page(qtbot, s)
+    assert page.export_script(str(tmp_path / "fix.sh"))
+    text = (tmp_path / "fix.sh").read_text()
+    assert "KERNEL_DEFAULT=tf\n" in text and "PY_DEFAULT=/opt/conda/envs/tf/bin/python\n" in text
+    assert "into a copy of the Jupyter kernel 'tf', named 'tf-tfdoctor'" in text

@@ -246,6 +246,48 @@ def test_apply_and_verify_shows_before_and_after(qtbot, window) -> None:  # type
     window.grab().save(os.path.join(SCREENSHOT_DIR, "tfdoctor-diagnosis-apart.png"))
 
 
+@pytest.mark.skipif(
+    __import__("tfdoctor.core.bench.memcg", fromlist=["x"]).unavailable() is not None,
+    reason="no memory cgroup here",
+)
+def test_after_not_fixed_the_next_fix_is_offered_and_what_worked_is_said(qtbot, window) -> None:  # type: ignore[no-untyped-def]
+    """The user's GPU-OOM log proposes mixed precision and a smaller batch; their run, under a
+    RAM cap, is killed. Mixed precision really does not save it: the row says "Not fixed" and
+    offers the next fix and the pair. The next fix (half the batch, said as a test, since no
+    search measured a size) really does, and the page says which worked and which did not."""
+    bench = window.bench_page
+    window.go("reproduce")
+    bench.set_config(BenchConfig(preset="mlp", batch_size=4096, steps=40, device="cpu"))
+    bench.ram_cap.setValue(1100)
+    with qtbot.waitSignal(bench.bridge.sig_finished, timeout=RUN_TIMEOUT_MS):
+        bench.start_button.click()
+    assert window.session.bench.outcome.status == "killed"
+    window.session.add_log("oom.log", (CORPUS / "004_gpu_oom.txt").read_bytes())
+    window.go("fix")
+    fix_page = window.fix_page
+    qtbot.waitUntil(lambda: not window.analysis_bridge.busy, timeout=30_000)
+    assert fix_page.fix_ids == ["smaller_batch", "mixed_precision"]
+    said: list[str] = []
+    fix_page.sig_status_changed.connect(said.append)
+    row = fix_page.rows["mixed_precision"]
+    next(b for b in row.findChildren(QPushButton) if "Verify" in b.text()).click()
+    qtbot.waitUntil(lambda: not fix_page.verifying, timeout=RUN_TIMEOUT_MS)
+    assert "Not fixed" in row.result.text()
+    offered = [row.next_buttons.itemAt(i).widget() for i in range(row.next_buttons.count())]
+    assert [b.text() for b in offered] == [
+        "Try the next fix: Use a smaller batch size",
+        "Try them together: mixed_precision + smaller_batch",
+    ]
+    offered[0].click()
+    qtbot.waitUntil(lambda: not fix_page.verifying, timeout=RUN_TIMEOUT_MS)
+    result = fix_page.rows["smaller_batch"].result.text()
+    assert "Fixed" in result and "batch size 4096 → 2048, half the run" in result
+    assert "So far: smaller_batch worked; mixed_precision did not." in result
+    assert said[-1].endswith("(smaller_batch worked; mixed_precision did not)")
+    assert row.next_buttons.count() == 0  # the offer went with the run that answered it
+    window.grab().save(os.path.join(SCREENSHOT_DIR, "tfdoctor-verify-next.png"))
+
+
 def test_a_leak_seen_in_the_telemetry_is_shown_on_the_plot(qtbot, window) -> None:  # type: ignore[no-untyped-def]
     """A real run whose memory grows every step (the worker's leak fault): the diagnosis
     names the leak from the telemetry alone and jumps to that stretch of the plot."""

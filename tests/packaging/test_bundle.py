@@ -155,6 +155,8 @@ def test_bundle_holds_every_data_file(bundle: Path) -> None:
                 expected[f"{dest}/{f.relative_to(REPO / folder)}"] = f
     for f in (REPO / "core" / "probes" / "target").glob("*.py"):
         expected[f"tfdoctor/core/probes/target/{f.name}"] = f
+    # the kernel step an exported .sh carries is read as a file
+    expected["tfdoctor/core/fixes/kernel_step.py"] = REPO / "core" / "fixes" / "kernel_step.py"
     missing = sorted(rel for rel in expected if not (internal(bundle) / rel).is_file())
     assert not missing, f"not in the bundle: {missing}"
     stale = sorted(
