@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import PurePath
 from typing import Any
 
 from tfdoctor.core.diagnose.bfc import format_size
@@ -42,6 +43,8 @@ NEEDS = {
     "batch_size": "run the batch search on the Reproduce step: it finds the largest batch "
     "that trains",
     "gpu": "run the environment check: it sees each GPU's free memory",
+    "cuda_dir": "run the environment check: it finds the folder that holds ptxas and "
+    "libdevice (or install them with pip install nvidia-cuda-nvcc-cu12)",
 }
 # XLA's auto-clustering turned on by the environment (TF_XLA_FLAGS)
 _AUTO_JIT_ON = ("--tf_xla_auto_jit=1", "--tf_xla_auto_jit=2", "--tf_xla_auto_jit=fusible")
@@ -173,6 +176,9 @@ def measure(
             if largest_clean_batch and largest_clean_batch != recommended_batch
             else ": the largest batch that trained"
         )
+    found = cuda_data_dir(facts)
+    if found is not None:
+        values["cuda_dir"], origins["cuda_dir"] = found
     pool = log.measure("gpu_pool_bytes") if log is not None else None
     xla = log.measure("xla_in_use") if log is not None else None
     xla_where = f"from your log: {xla.says} (line {xla.line})" if xla is not None else None
@@ -182,6 +188,36 @@ def measure(
         if any(on in flags for on in _AUTO_JIT_ON):
             xla_where = f"from the check: TF_XLA_FLAGS={flags}"
     return Measured(values, origins, pool.value if pool is not None else None, xla_where)
+
+
+def cuda_data_dir(facts: Facts | None) -> tuple[str, str] | None:
+    """The folder to give XLA (--xla_gpu_cuda_data_dir), and where the check saw it: one that
+    holds both bin/ptxas and nvvm/libdevice (a toolkit), else the nvidia-cuda-nvcc wheel's
+    folder in the target environment (it ships both), else a toolkit with libdevice alone
+    (XLA then leaves PTX to the driver)."""
+    if facts is None:
+        return None
+    ptxas_roots = [
+        str(PurePath(e["path"]).parent.parent)
+        for e in facts.value("cuda.ptxas") or []
+        if isinstance(e, dict) and isinstance(e.get("path"), str)
+    ]
+    libdevice_roots = [
+        str(PurePath(p).parents[2])
+        for p in facts.value("cuda.libdevice") or []
+        if isinstance(p, str) and len(PurePath(p).parents) > 2
+    ]
+    for root in libdevice_roots:
+        if root in ptxas_roots:
+            return root, f"from the check: {root} holds ptxas and libdevice"
+    pip = facts.value("target.pip_ptxas")
+    if isinstance(pip, dict) and isinstance(pip.get("path"), str):
+        root = str(PurePath(pip["path"]).parent.parent)
+        return root, f"from the check: the nvidia-cuda-nvcc wheel's ptxas and libdevice, {root}"
+    if libdevice_roots:
+        root = libdevice_roots[0]
+        return root, f"from the check: {root} holds libdevice (ptxas not found there)"
+    return None
 
 
 def fix_params(fid: str, measured: Mapping[str, str]) -> dict[str, str]:

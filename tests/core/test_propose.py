@@ -134,3 +134,28 @@ def test_after_not_fixed_the_next_fix_and_the_combination_are_offered() -> None:
     worked = verify.what_worked(tried)
     assert worked == "memory_limit worked; mixed_precision, memory_growth did not"
     assert verify.next_to_try(proposed, tried, can_verify) == []
+
+
+def test_xla_is_pointed_at_the_cuda_folder_the_check_found_never_a_guessed_one() -> None:
+    """A real ptxas/libdevice log: the folder for --xla_gpu_cuda_data_dir is the one the check
+    saw holding ptxas and libdevice (or the nvidia-cuda-nvcc wheel's); with no check, the fix
+    asks for that measurement instead of guessing /usr/local/cuda."""
+    alone = analyse(Inputs((_log(XLA_LOG),)))
+    assert alone.ranked[0].cause.id == "xla_ptxas_libdevice"
+    assert "set_xla_cuda_data_dir" in alone.wanting and "cuda_dir" not in alone.params
+    assert "ptxas and libdevice" in alone.wanting["set_xla_cuda_data_dir"]
+    toolkit = report(
+        cuda__ptxas=[{"path": "/usr/local/cuda-11.8/bin/ptxas", "version": "11.8"}],
+        cuda__libdevice=["/usr/local/cuda-11.8/nvvm/libdevice/libdevice.10.bc"],
+    )
+    a = analyse(Inputs((_log(XLA_LOG),), toolkit.facts))
+    assert a.params["cuda_dir"] == "/usr/local/cuda-11.8"
+    assert a.origins["cuda_dir"] == "from the check: /usr/local/cuda-11.8 holds ptxas and libdevice"
+    script = export.proposal_script(
+        "sh", a.fix_ids, ["xla_ptxas_libdevice"], toolkit.facts, None,
+        a.params, a.origins, a.wanting,
+    )  # fmt: skip
+    assert "export XLA_FLAGS=--xla_gpu_cuda_data_dir=/usr/local/cuda-11.8" in script
+    wheel = "/venv/lib/python3.11/site-packages/nvidia/cuda_nvcc"
+    pip = report(target__pip_ptxas={"path": f"{wheel}/bin/ptxas", "version": "12.3"})
+    assert analyse(Inputs((_log(XLA_LOG),), pip.facts)).params["cuda_dir"] == wheel
