@@ -11,11 +11,11 @@ import sys
 import tempfile
 from collections.abc import Iterator
 
-from PySide6.QtCore import QCoreApplication, QEvent, QSocketNotifier, Qt, QTimer
-from PySide6.QtGui import QColor, QImage, QPalette
+from PySide6.QtCore import QCoreApplication, QEvent, QSocketNotifier, QTimer
+from PySide6.QtGui import QImage
 from PySide6.QtWidgets import QApplication
 
-from tfdoctor.gui import assets, platform_check
+from tfdoctor.gui import assets, platform_check, theme
 from tfdoctor.gui.main_window import MainWindow
 
 log = logging.getLogger(__name__)
@@ -32,58 +32,11 @@ def setup_application(app: QApplication) -> None:
     app.setDesktopFileName("io.github.tfdoctor.tfdoctor")
     app.setWindowIcon(assets.app_icon())
     app.setStyle("Fusion")  # the same look on every desktop; the stylesheet is tuned for it
-    apply_colour_scheme(app)
+    theme.apply_colour_scheme(app)
     hints = app.styleHints()
-    if hasattr(hints, "colorSchemeChanged"):  # light/dark follows the desktop, live
-        hints.colorSchemeChanged.connect(lambda _scheme: apply_colour_scheme(app))
-
-
-def is_dark(app: QApplication) -> bool:
-    """Whether the desktop asks for a dark look (Qt 6.5+ colour scheme hint)."""
-    hints = app.styleHints()
-    scheme = getattr(hints, "colorScheme", None)
-    return scheme is not None and scheme() == Qt.ColorScheme.Dark
-
-
-def apply_colour_scheme(app: QApplication, dark: bool | None = None) -> None:
-    """Fusion's palette and the stylesheet for a light or a dark desktop; plots follow."""
-    dark = is_dark(app) if dark is None else dark
-    app.setPalette(_dark_palette() if dark else app.style().standardPalette())
-    app.setStyleSheet(assets.stylesheet(dark=dark))
-    app.setProperty("tfdoctorDark", dark)
-    import pyqtgraph as pg
-
-    pg.setConfigOptions(
-        background="#1e242b" if dark else "w", foreground="#d5dce4" if dark else "#444"
-    )
-
-
-def _dark_palette() -> QPalette:
-    p = QPalette()
-    base, window, text = QColor("#1e242b"), QColor("#262d36"), QColor("#e6ebf1")
-    for role, colour in (
-        (QPalette.ColorRole.Window, window),
-        (QPalette.ColorRole.WindowText, text),
-        (QPalette.ColorRole.Base, base),
-        (QPalette.ColorRole.AlternateBase, window),
-        (QPalette.ColorRole.Text, text),
-        (QPalette.ColorRole.Button, QColor("#2f3742")),
-        (QPalette.ColorRole.ButtonText, text),
-        (QPalette.ColorRole.ToolTipBase, QColor("#2f3742")),
-        (QPalette.ColorRole.ToolTipText, text),
-        (QPalette.ColorRole.Highlight, QColor("#2f6fc4")),
-        (QPalette.ColorRole.HighlightedText, QColor("#ffffff")),
-        (QPalette.ColorRole.PlaceholderText, QColor("#8a94a3")),
-    ):
-        p.setColor(role, colour)
-    grey = QColor("#6e7885")
-    for role in (
-        QPalette.ColorRole.Text,
-        QPalette.ColorRole.ButtonText,
-        QPalette.ColorRole.WindowText,
-    ):
-        p.setColor(QPalette.ColorGroup.Disabled, role, grey)
-    return p
+    if hasattr(hints, "colorSchemeChanged"):  # "system": light/dark follows the desktop, live
+        hints.colorSchemeChanged.connect(lambda _scheme: theme.follow_desktop(app))
+    theme.install_wheel_guard(app)
 
 
 def render_check(window: MainWindow) -> bool:

@@ -14,8 +14,9 @@ import sys
 import pyqtgraph
 import PySide6
 from PySide6.QtCore import QSettings, QSize, Qt, QTimer
-from PySide6.QtGui import QCloseEvent, QKeySequence, QShortcut
+from PySide6.QtGui import QAction, QActionGroup, QCloseEvent, QKeySequence, QShortcut
 from PySide6.QtWidgets import (
+    QApplication,
     QFrame,
     QHBoxLayout,
     QLabel,
@@ -35,7 +36,7 @@ from tfdoctor.core.bench.supervisor import BenchResult
 from tfdoctor.core.model import Target
 from tfdoctor.core.scan import CheckReport
 from tfdoctor.core.session import Session
-from tfdoctor.gui import assets
+from tfdoctor.gui import assets, theme
 from tfdoctor.gui.bridges import AnalysisBridge
 from tfdoctor.gui.pages.bench_page import BenchPage
 from tfdoctor.gui.pages.check_page import CheckPage
@@ -154,6 +155,7 @@ class MainWindow(QMainWindow):
         rv.addWidget(nav)
         row.addWidget(right, 1)
         self.setCentralWidget(central)
+        self._build_menu()
 
         self._connect()
         self._restore_settings()
@@ -161,6 +163,33 @@ class MainWindow(QMainWindow):
         self.statusBar().showMessage("Ready.")
         if autostart:
             QTimer.singleShot(0, self, self.start_page.refresh_targets)
+
+    def _build_menu(self) -> None:
+        """View > Theme: the desktop's look (the default), light or dark, kept across runs."""
+        view = self.menuBar().addMenu("&View")
+        menu = view.addMenu("&Theme")
+        group = QActionGroup(self)
+        group.setExclusive(True)
+        self.theme_actions: dict[str, QAction] = {}
+        for name, text in (("system", "&System"), ("light", "&Light"), ("dark", "&Dark")):
+            action = QAction(text, self, checkable=True)
+            action.setToolTip(
+                "Follow the desktop's light or dark look" if name == "system" else f"Always {name}"
+            )
+            action.triggered.connect(lambda _=False, n=name: self.set_theme(n))
+            group.addAction(action)
+            menu.addAction(action)
+            self.theme_actions[name] = action
+        self.theme_actions["system"].setChecked(True)
+
+    def set_theme(self, name: str) -> None:
+        """Light, dark or the desktop's look, now and on the next start."""
+        app = QApplication.instance()
+        if isinstance(app, QApplication):
+            theme.set_theme(app, name)
+            name = theme.chosen(app)
+        self.theme_actions[name].setChecked(True)
+        self.settings.setValue("view/theme", name)
 
     # ------------------------------------------------------------------ wiring
     def _connect(self) -> None:
@@ -334,6 +363,9 @@ class MainWindow(QMainWindow):
         size = self.settings.value("window/size")
         if isinstance(size, QSize) and size.isValid():
             self.resize(size)
+        chosen = self.settings.value("view/theme")
+        if chosen in theme.THEMES and chosen != "system":
+            self.set_theme(str(chosen))
         python = self.settings.value("target/python")
         if isinstance(python, str) and python:
             label = str(self.settings.value("target/label") or python)

@@ -123,6 +123,7 @@ class TelemetryPlot(QWidget):
         )
         self.empty_label.setObjectName("plotPlaceholder")
         self.empty_label.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.empty_label.setWordWrap(True)  # never what sets the window's width
         layout.addWidget(self.empty_label)
         layout.addWidget(self.memory, 3)
         layout.addWidget(self.speed_label)

@@ -59,6 +59,8 @@ log = logging.getLogger(__name__)
 
 DEMO_TRACE = assets.RESOURCES / "traces" / "cpu_oom_kill.trace"
 LOG_LINES_KEPT = 5000
+# the form column: wide enough for its longest label and a spin box, never the window
+FORM_WIDTH = 330
 
 
 def phase_words(phase: str) -> str:
@@ -142,7 +144,7 @@ class BenchPage(QWidget):
 
         body = QHBoxLayout()
         body.setSpacing(12)
-        body.addWidget(self._build_form(), 0)
+        body.addWidget(self._build_left(), 0)
         right = QSplitter(Qt.Orientation.Vertical, self)
         right.setChildrenCollapsible(False)
 
@@ -200,7 +202,6 @@ class BenchPage(QWidget):
         scroll = QScrollArea(self)
         scroll.setWidgetResizable(True)
         scroll.setFrameShape(QFrame.Shape.NoFrame)
-        scroll.setFixedWidth(330)
         scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         box = QWidget(scroll)
         col = QVBoxLayout(box)
@@ -241,7 +242,7 @@ class BenchPage(QWidget):
         self.memory_growth = QCheckBox("Memory growth", knobs)
         self.memory_growth.setToolTip("Allocate GPU memory as needed instead of all at start")
         self.gpu_limit = self._spin(knobs, 0, 1 << 22, 0, "0 = no limit")
-        self.gpu_limit.setSuffix(" MB")
+        self.gpu_limit.setSuffix(" MiB")
         self.gpu_limit.setSpecialValueText("no limit")
         self.gpu_limit.setToolTip("Cap TensorFlow's GPU pool: would this fit on a smaller card?")
         self.allocator = QComboBox(knobs)
@@ -287,23 +288,33 @@ class BenchPage(QWidget):
         s.addRow("Search up to", self.max_batch)
         col.addWidget(safety)
 
-        buttons = QHBoxLayout()
-        self.start_button = QPushButton("Start", box)
-        self.start_button.setToolTip("Run the benchmark in a supervised worker process")
-        self.start_button.setObjectName("runButton")
-        self.stop_button = QPushButton("Stop", box)
-        self.stop_button.setToolTip("Stop the run: the worker and everything it started")
-        buttons.addWidget(self.start_button)
-        buttons.addWidget(self.stop_button)
-        col.addLayout(buttons)
-        self.error_label = QLabel(box)
-        self.error_label.setObjectName("errorMessage")
-        self.error_label.setWordWrap(True)
-        self.error_label.hide()
-        col.addWidget(self.error_label)
         col.addStretch(1)
         scroll.setWidget(box)
         return scroll
+
+    def _build_left(self) -> QWidget:
+        """The form (it scrolls), then Start and Stop and a start error, always in view."""
+        left = QWidget(self)
+        left.setFixedWidth(FORM_WIDTH)
+        lv = QVBoxLayout(left)
+        lv.setContentsMargins(0, 0, 0, 0)
+        lv.setSpacing(6)
+        lv.addWidget(self._build_form(), 1)
+        buttons = QHBoxLayout()
+        self.start_button = QPushButton("Start", left)
+        self.start_button.setToolTip("Run the benchmark in a supervised worker process")
+        self.start_button.setObjectName("runButton")
+        self.stop_button = QPushButton("Stop", left)
+        self.stop_button.setToolTip("Stop the run: the worker and everything it started")
+        buttons.addWidget(self.start_button)
+        buttons.addWidget(self.stop_button)
+        lv.addLayout(buttons)
+        self.error_label = QLabel(left)
+        self.error_label.setObjectName("errorMessage")
+        self.error_label.setWordWrap(True)
+        self.error_label.hide()
+        lv.addWidget(self.error_label)
+        return left
 
     @staticmethod
     def _spin(parent: QWidget, lo: int, hi: int, value: int, tip: str) -> QSpinBox:

@@ -90,7 +90,7 @@ def test_no_display_is_a_one_line_error_not_a_qt_abort() -> None:
 def test_a_dark_desktop_gets_the_dark_look_and_back(qapp) -> None:  # type: ignore[no-untyped-def]
     from PySide6.QtGui import QPalette
 
-    from tfdoctor.gui.app import apply_colour_scheme
+    from tfdoctor.gui.theme import apply_colour_scheme
 
     try:
         apply_colour_scheme(qapp, dark=True)
@@ -100,3 +100,66 @@ def test_a_dark_desktop_gets_the_dark_look_and_back(qapp) -> None:  # type: igno
         apply_colour_scheme(qapp, dark=False)
     assert qapp.palette().color(QPalette.ColorRole.Window).lightness() > 180
     assert "#1f252d" not in qapp.styleSheet()
+
+
+def test_the_view_menu_switches_the_theme_and_keeps_it(qtbot, qapp, tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from PySide6.QtCore import QSettings
+    from PySide6.QtGui import QPalette
+
+    monkeypatch.setenv("TFDOCTOR_STATE_DIR", str(tmp_path / "state"))
+    QSettings.setPath(QSettings.Format.NativeFormat, QSettings.Scope.UserScope, str(tmp_path))
+    w = MainWindow(autostart=False)
+    qtbot.addWidget(w)
+    menu = next(a for a in w.menuBar().actions() if a.text() == "&View")
+    assert menu is not None and set(w.theme_actions) == {"system", "light", "dark"}
+    try:
+        w.theme_actions["dark"].trigger()
+        assert qapp.palette().color(QPalette.ColorRole.Window).lightness() < 80
+        assert w.settings.value("view/theme") == "dark"
+        again = MainWindow(autostart=False)  # the next start keeps the choice
+        qtbot.addWidget(again)
+        assert again.theme_actions["dark"].isChecked()
+        again.theme_actions["light"].trigger()
+        assert qapp.palette().color(QPalette.ColorRole.Window).lightness() > 180
+    finally:
+        w.set_theme("system")
+    assert w.settings.value("view/theme") == "system" and w.theme_actions["system"].isChecked()
+
+
+def test_scrolling_past_a_form_field_never_changes_its_value(qtbot, qapp) -> None:  # type: ignore[no-untyped-def]
+    """The mouse wheel over an unfocused spin box or combo box scrolls the form; once the
+    field has the focus (clicked, or reached with Tab), the wheel changes it."""
+    from PySide6.QtCore import QPoint, QPointF
+    from PySide6.QtGui import QWheelEvent
+    from PySide6.QtWidgets import QApplication
+
+    from tfdoctor.gui.theme import install_wheel_guard
+
+    if not qapp.property("tfdoctorWheelGuard"):
+        install_wheel_guard(qapp)
+    w = MainWindow(autostart=False)
+    qtbot.addWidget(w)
+    w.resize(1024, 700)
+    w.show()
+    w.go("reproduce")
+    page = w.bench_page
+
+    def wheel(widget) -> None:  # type: ignore[no-untyped-def]
+        pos = QPointF(widget.width() / 2, widget.height() / 2)
+        event = QWheelEvent(
+            pos, QPointF(widget.mapToGlobal(pos.toPoint())), QPoint(0, 0), QPoint(0, -120),
+            Qt.MouseButton.NoButton, Qt.KeyboardModifier.NoModifier, Qt.ScrollPhase.NoScrollPhase,
+            False,
+        )  # fmt: skip
+        QApplication.sendEvent(widget, event)
+
+    page.batch.setValue(256)
+    allocator = page.allocator.currentIndex()
+    page.start_button.setFocus()
+    wheel(page.batch)
+    wheel(page.allocator)
+    assert page.batch.value() == 256 and page.allocator.currentIndex() == allocator
+    page.batch.setFocus()
+    qtbot.waitUntil(page.batch.hasFocus, timeout=2000)
+    wheel(page.batch)
+    assert page.batch.value() == 255
