@@ -163,3 +163,27 @@ def test_scrolling_past_a_form_field_never_changes_its_value(qtbot, qapp) -> Non
     qtbot.waitUntil(page.batch.hasFocus, timeout=2000)
     wheel(page.batch)
     assert page.batch.value() == 255
+
+
+def test_at_1024_by_700_the_window_keeps_its_width_and_start_stays_in_view(qtbot) -> None:  # type: ignore[no-untyped-def]
+    """Every page, with a crash log and a recorded run in it, fits 1024 px: the window never
+    widens itself, and the Reproduce page's Start and Stop are inside the window."""
+    from PySide6.QtCore import QPoint, QRect
+
+    from tests.conftest import CORPUS
+
+    w = MainWindow(autostart=False)
+    qtbot.addWidget(w)
+    w.resize(1024, 700)
+    w.show()
+    w.session.add_log("oom.log", (CORPUS / "004_gpu_oom.txt").read_bytes())
+    w.bench_page.show_demo()
+    for step in w.pages:
+        w.go(step)
+        qtbot.wait(20)
+        assert (w.width(), w.height()) == (1024, 700), step
+    w.go("reproduce")
+    inside = QRect(QPoint(0, 0), w.size())
+    for button in (w.bench_page.start_button, w.bench_page.stop_button):
+        top_left = button.mapTo(w, QPoint(0, 0))
+        assert inside.contains(QRect(top_left, button.size())), button.text()
