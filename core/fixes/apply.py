@@ -11,7 +11,6 @@ changes.
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
 import re
@@ -21,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tfdoctor.core import jsonio
+from tfdoctor.core.fixes import kernel_step
 from tfdoctor.core.fixes.transaction import (
     FixError,
     Transaction,
@@ -189,22 +188,19 @@ def _user_kernels_dir() -> Path:
 
 
 def _read_kernel_json(d: Path) -> dict[str, Any]:
-    path = d / "kernel.json"
+    """The kernelspec in `d`, read as the exported script reads it (one place for both).
+
+    Raises:
+        FixError: unreadable, not JSON, or not a kernelspec (no argv list, an env that is
+            not an object); nothing was changed.
+    """
     try:
-        spec = jsonio.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise FixError(f"cannot read {path}: {exc.strerror or exc}") from None
-    except ValueError as exc:
-        raise FixError(f"{path} is not valid JSON ({exc}); nothing was changed") from None
-    if not isinstance(spec, dict) or not isinstance(spec.get("argv"), list):
-        raise FixError(f"{path} is not a kernelspec (no argv list); nothing was changed")
-    if not isinstance(spec.get("env", {}), dict):
-        raise FixError(f"{path}: its env is not a JSON object; nothing was changed")
-    return spec
+        return kernel_step.load_spec(str(d / "kernel.json"))
+    except kernel_step.Refused as exc:
+        raise FixError(str(exc)) from None
 
 
-def _spec_bytes(spec: dict[str, Any]) -> bytes:
-    return (json.dumps(spec, indent=1, ensure_ascii=False) + "\n").encode("utf-8")
+_spec_bytes = kernel_step.spec_bytes
 
 
 def apply_to_kernelspec(

@@ -121,7 +121,7 @@ def load_spec(path: str) -> dict[str, Any]:
             spec = json.loads(f.read().decode("utf-8"))
     except OSError as exc:
         raise Refused(f"cannot read {path}: {exc.strerror or exc}") from None
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:  # RecursionError: nested too deeply to read
         raise Refused(f"{path} is not valid JSON ({exc}): not touched") from None
     if not isinstance(spec, dict) or not isinstance(spec.get("argv"), list):
         raise Refused(f"{path} is not a kernelspec (no argv list): not touched")

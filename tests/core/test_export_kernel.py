@@ -213,6 +213,11 @@ def test_an_unknown_or_broken_kernel_is_refused_in_one_line_and_nothing_changes(
     run = w.sh(fix, "--apply")
     assert run.returncode == 1 and "is not valid JSON" in run.stderr and "not touched" in run.stderr
     assert len(run.stderr.strip().splitlines()) == 1 and w.files() == before
+    (w.spec / "kernel.json").write_text("[" * 100_000)  # nested past the parser's depth
+    run = w.sh(fix, "--apply")
+    assert (
+        run.returncode == 1 and "is not valid JSON" in run.stderr and "Traceback" not in run.stderr
+    )
     assert w.sh(fix, "--apply", "--kernel").returncode == 2  # a usage error, not a traceback
 
 
