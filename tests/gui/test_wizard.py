@@ -207,13 +207,14 @@ def test_one_click_fixes_on_the_fix_page(qtbot, tmp_path: Path, monkeypatch: pyt
     assert "gpu_memory_contention" in script.read_text()
 
 
-@pytest.mark.skipif(
+NEEDS_MEMCG = pytest.mark.skipif(
     __import__("tfdoctor.core.bench.memcg", fromlist=["x"]).unavailable() is not None,
     reason="no memory cgroup here",
 )
-def test_apply_and_verify_shows_before_and_after(qtbot, window) -> None:  # type: ignore[no-untyped-def]
-    """A real run the kernel OOM-kills under a RAM cap; Verify re-runs it with streaming data
-    and shows the table and both runs' curves on one plot."""
+
+
+def _capped_run_killed(qtbot, window) -> None:  # type: ignore[no-untyped-def]
+    """A real run on the Reproduce page that the kernel OOM-kills under a 1100 MiB RAM cap."""
     bench = window.bench_page
     window.go("reproduce")
     bench.set_config(BenchConfig(preset="mlp", batch_size=4096, steps=40, device="cpu"))
@@ -221,6 +222,13 @@ def test_apply_and_verify_shows_before_and_after(qtbot, window) -> None:  # type
     with qtbot.waitSignal(bench.bridge.sig_finished, timeout=RUN_TIMEOUT_MS):
         bench.start_button.click()
     assert window.session.bench.outcome.status == "killed"
+
+
+@NEEDS_MEMCG
+def test_apply_and_verify_shows_before_and_after(qtbot, window) -> None:  # type: ignore[no-untyped-def]
+    """A real run the kernel OOM-kills under a RAM cap; Verify re-runs it with streaming data
+    and shows the table and both runs' curves on one plot."""
+    _capped_run_killed(qtbot, window)
     window.go("fix")
     fix_page = window.fix_page
     # the run's telemetry is scanned off the GUI thread; the page fills when it is done
@@ -246,22 +254,13 @@ def test_apply_and_verify_shows_before_and_after(qtbot, window) -> None:  # type
     window.grab().save(os.path.join(SCREENSHOT_DIR, "tfdoctor-diagnosis-apart.png"))
 
 
-@pytest.mark.skipif(
-    __import__("tfdoctor.core.bench.memcg", fromlist=["x"]).unavailable() is not None,
-    reason="no memory cgroup here",
-)
+@NEEDS_MEMCG
 def test_after_not_fixed_the_next_fix_is_offered_and_what_worked_is_said(qtbot, window) -> None:  # type: ignore[no-untyped-def]
     """The user's GPU-OOM log proposes mixed precision and a smaller batch; their run, under a
     RAM cap, is killed. Mixed precision really does not save it: the row says "Not fixed" and
     offers the next fix and the pair. The next fix (half the batch, said as a test, since no
     search measured a size) really does, and the page says which worked and which did not."""
-    bench = window.bench_page
-    window.go("reproduce")
-    bench.set_config(BenchConfig(preset="mlp", batch_size=4096, steps=40, device="cpu"))
-    bench.ram_cap.setValue(1100)
-    with qtbot.waitSignal(bench.bridge.sig_finished, timeout=RUN_TIMEOUT_MS):
-        bench.start_button.click()
-    assert window.session.bench.outcome.status == "killed"
+    _capped_run_killed(qtbot, window)
     window.session.add_log("oom.log", (CORPUS / "004_gpu_oom.txt").read_bytes())
     window.go("fix")
     fix_page = window.fix_page
