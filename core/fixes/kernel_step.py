@@ -169,9 +169,8 @@ def tidy(dest: str) -> None:
         shutil.rmtree(dest + NEW)
     if os.path.isdir(dest + OLD):
         shutil.rmtree(dest + OLD)
-    for path in (os.path.join(dest, "kernel.json" + TMP),):
-        if os.path.exists(path):
-            os.remove(path)
+    if os.path.exists(os.path.join(dest, "kernel.json" + TMP)):
+        os.remove(os.path.join(dest, "kernel.json" + TMP))
 
 
 def apply(
@@ -185,9 +184,8 @@ def apply(
     rec_path = record_path(state, dest)
     rec = load_record(rec_path)
     if mode != "dry-run":
-        for path in (rec_path + TMP,):
-            if os.path.exists(path):
-                os.remove(path)
+        if os.path.exists(rec_path + TMP):
+            os.remove(rec_path + TMP)
         tidy(dest)
     current = read(os.path.join(dest, "kernel.json"))
     if current is not None:
@@ -196,7 +194,7 @@ def apply(
         raise Refused(f"{dest} exists but holds no kernel.json: move it away first")
     else:
         base = dict(original)
-        base["display_name"] = "%s (tfdoctor)" % (original.get("display_name") or name)
+        base["display_name"] = f"{original.get('display_name') or name} (tfdoctor)"
     new = spec_bytes(with_settings(base, env, unset))
     shown = json.loads(new.decode("utf-8")).get("display_name") or os.path.basename(dest)
     where = f"the Jupyter kernel {shown!r} ({dest})"
