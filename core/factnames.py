@@ -54,6 +54,7 @@ CATALOGUE: dict[str, str] = {
     "gpu{i}.memory_total_mib": "VRAM total",
     "gpu{i}.memory_used_mib": "VRAM in use (all processes)",
     "gpu{i}.memory_free_mib": "VRAM free",
+    "gpu{i}.memory_reserved_mib": "VRAM the driver keeps for itself (NVML v2; in 'used')",
     "gpu{i}.persistence_mode": "persistence mode on",
     "gpu{i}.ecc_enabled": "ECC currently enabled",
     "gpu{i}.ecc_uncorrected_volatile": "uncorrected ECC errors since the driver loaded",

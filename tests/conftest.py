@@ -15,6 +15,7 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = Path(__file__).parent / "fixtures"
 SNAPSHOTS = FIXTURES / "snapshots"
+TRACES = FIXTURES / "traces"  # real telemetry traces and NVML sessions (README there)
 # real logs users posted, each with its provenance header (copied from the dev corpus)
 CORPUS = FIXTURES / "corpus" / "dev"
 

@@ -9,6 +9,7 @@ from tfdoctor.core.checks.common import (
     OTHER_PROCESS_MIN_MIB,
     ev,
     gpu_indexes,
+    held_mib,
     other_gpu_processes,
     tf_env,
     tf_present,
@@ -41,8 +42,7 @@ def check_allocator_env(facts: Facts, ctx: CheckContext) -> Iterator[Finding]:
         )
     growth_on = growth == "true" or allocator == "cuda_malloc_async"
     shared = any(
-        other_gpu_processes(facts, i)
-        or (facts.value(f"gpu{i}.memory_used_mib") or 0) > OTHER_PROCESS_MIN_MIB
+        other_gpu_processes(facts, i) or held_mib(facts, i) > OTHER_PROCESS_MIN_MIB
         for i in gpu_indexes(facts)
     )
     if not growth_on and facts.value("tf.gpu_count", 0) and shared:

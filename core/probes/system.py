@@ -617,6 +617,36 @@ def read_kernel_log(
 # The probe
 
 
+# File systems a container engine does not give a container as its root when mounted whole
+# from a block device (overlay, a bind-mounted folder, or /dev/mapper/docker-* is what it gives).
+_DISK_ROOT_FS = frozenset({"ext2", "ext3", "ext4", "xfs"})
+
+
+def _root_is_a_whole_disk(proc_root: Path) -> bool:
+    """Whether / is a whole disk's file system (`/dev/vda` as ext4), not a container's root.
+
+    A VM booted from an image built as a container keeps `/.dockerenv` (seen on a Firecracker
+    H100 machine: `27 1 254:0 / / rw,relatime - ext4 /dev/vda rw,...`), so that file alone
+    does not make a container. Unknown (no mountinfo) counts as no.
+    """
+    text = _read_text(proc_root / "self" / "mountinfo") or ""
+    found = False
+    for line in text.splitlines():
+        head, sep, tail = line.partition(" - ")
+        fields, rest = head.split(), tail.split()
+        if not sep or len(fields) < 5 or len(rest) < 2 or fields[4] != "/":
+            continue
+        fstype, source = rest[0], rest[1]
+        # the last mount on / is the one in effect; its root must be the disk's own root
+        found = (
+            fields[3] == "/"
+            and fstype in _DISK_ROOT_FS
+            and source.startswith("/dev/")
+            and not source.startswith("/dev/mapper/docker")
+        )
+    return found
+
+
 def detect_container(
     *,
     root: Path = Path("/"),
@@ -632,7 +662,9 @@ def detect_container(
     init_cgroup = _read_text(proc_root / "1" / "cgroup") or ""
     if "kubepods" in init_cgroup:
         return "kubernetes"
-    if (root / ".dockerenv").exists() or "docker" in init_cgroup:
+    if "docker" in init_cgroup:
+        return "docker"
+    if (root / ".dockerenv").exists() and not _root_is_a_whole_disk(proc_root):
         return "docker"
     init_env = _read_text(proc_root / "1" / "environ") or ""
     for item in init_env.split("\0"):

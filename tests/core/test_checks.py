@@ -291,3 +291,31 @@ def test_a_healthy_probe_log_repeating_the_no_driver_notice_adds_nothing() -> No
     ).read_text()
     found = run(tf_facts(**{"tf.gpu_count": 0}), output=real.splitlines())
     assert not [k for k in found if k.startswith("log.")]
+
+
+# Real snapshots of a lent H100 (driver 580.159.04), recorded by tools/record_gpu.py.
+H100 = {"tf.gpus": [{"name": "/physical_device:GPU:0", "compute_capability": "9.0"}]}
+
+
+def test_real_idle_h100_is_not_taken_for_a_shared_gpu() -> None:
+    # NVML's v1 'used' is 480 MiB on this idle card (the driver's reserve; nvidia-smi: 0 MiB)
+    found = run(tf_facts(**H100), "real_h100_idle.json")
+    assert "env.grab_all_with_other_users" not in found
+    assert "gpu0.vram_held_by_others" not in found
+    assert found["gpu0.free_vram"].title == "79.2 GiB of 79.6 GiB free on NVIDIA H100 80GB HBM3"
+    assert found["gpu0.cc_supported"].severity is Severity.OK
+
+
+def test_real_jax_preallocation_is_named_as_held_vram() -> None:
+    found = run(tf_facts(**H100), "real_h100_jax_prealloc.json")
+    held = found["gpu0.vram_held_by_others"]
+    assert held.title == "Other processes hold 60.0 GiB of NVIDIA H100 80GB HBM3's memory"
+    assert "python3 (pid 525" in held.explanation
+    assert found["env.grab_all_with_other_users"].severity is Severity.WARNING
+
+
+def test_real_contention_names_both_processes_and_the_little_left() -> None:
+    found = run(tf_facts(**H100), "real_h100_contention.json")
+    held = found["gpu0.vram_held_by_others"].explanation
+    assert "pid 614, user root) holds 58.5 GiB" in held and "pid 589" in held
+    assert found["gpu0.low_free_vram"].title.startswith("Only 0.1 GiB of 79.6 GiB")

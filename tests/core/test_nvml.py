@@ -13,6 +13,7 @@ from typing import Any
 import pynvml
 import pytest
 
+from tfdoctor.core.checks.common import held_mib
 from tfdoctor.core.factnames import is_known
 from tfdoctor.core.model import Facts, ProbeResult, ProbeStatus
 from tfdoctor.core.probes import nvml
@@ -289,6 +290,60 @@ def test_recording_nvml_logs_calls_with_handles_as_indexes() -> None:
     assert not any("hung" in c for c in calls)
 
 
+class _DriverLike:
+    """pynvml's shape, with the real ctypes handle types; nvmlDeviceGetIndex given anything
+    but a device handle is what crashed libnvidia-ml 580.159 (a segfault on an H100)."""
+
+    c_nvmlDevice_t = pynvml.c_nvmlDevice_t
+    NVMLError = pynvml.NVMLError
+    nvmlEventTypeXidCriticalError = pynvml.nvmlEventTypeXidCriticalError
+
+    def __init__(self) -> None:
+        self.device = pynvml.c_nvmlDevice_t()
+        self.events = pynvml.c_nvmlEventSet_t()
+        self.asked: list[Any] = []
+
+    def nvmlInit(self) -> None:
+        return None
+
+    def nvmlDeviceGetCount(self) -> int:
+        return 1
+
+    def nvmlDeviceGetHandleByIndex(self, i: int) -> Any:
+        return self.device
+
+    def nvmlDeviceGetName(self, h: Any) -> str:
+        return "NVIDIA H100 80GB HBM3"
+
+    def nvmlEventSetCreate(self) -> Any:
+        return self.events
+
+    def nvmlDeviceRegisterEvents(self, h: Any, kind: int, es: Any) -> None:
+        return None
+
+    def nvmlDeviceGetIndex(self, h: Any) -> int:
+        self.asked.append(h)
+        if not isinstance(h, pynvml.c_nvmlDevice_t):
+            raise RuntimeError("segfault in libnvidia-ml: not a device handle")
+        return 0
+
+
+def test_recording_a_sampler_never_asks_the_driver_to_index_an_event_set() -> None:
+    """The Sampler registers Xid events; recording it must not pass the event set to
+    nvmlDeviceGetIndex (it did, and the real driver segfaulted the recorder)."""
+    driver = _DriverLike()
+    rec = RecordingNvml(driver)
+    sampler = nvml.GpuSampler(rec)
+    assert sampler.open() is None
+    assert sampler.names == ["NVIDIA H100 80GB HBM3"]
+    assert not any(isinstance(h, pynvml.c_nvmlEventSet_t) for h in driver.asked)
+    register = next(c for c in rec.calls if c["fn"] == "nvmlDeviceRegisterEvents")
+    assert register["args"][0] == {"_handle": 0}
+    # and the session replays: the same calls find the same recorded answers
+    replayed = nvml.GpuSampler(ReplayNvml(snapshot_of(rec.calls)))
+    assert replayed.open() is None and replayed.names == ["NVIDIA H100 80GB HBM3"]
+
+
 def test_replay_raises_the_real_pynvml_error_classes() -> None:
     snap = load_snapshot(SNAPSHOTS / "driver_library_version_mismatch.json")
     with pytest.raises(pynvml.NVMLError_LibRmVersionMismatch):
@@ -511,3 +566,21 @@ def test_save_snapshot_replaces_atomically_and_keeps_mode(tmp_path: Path) -> Non
     assert load_snapshot(dest).to_json() == snap.to_json()
     with pytest.raises(OSError):
         save_snapshot(snap, tmp_path / "no-such-dir" / "s.json")
+
+
+def test_the_drivers_own_reserve_is_read_from_nvml_v2() -> None:
+    """v1 'used' holds the driver's reserve; v2 states it, and an idle GPU is then not shared."""
+    mem = {"_struct": {"total": 85520809984, "free": 85017493504, "used": 503316480}}
+    mem2 = {"_struct": {**mem["_struct"], "version": 2, "reserved": 503316480, "used": 0}}
+    calls = one_gpu_calls()
+    calls.insert(-1, ok("nvmlDeviceGetMemoryInfo", mem, H0))
+    calls.insert(-1, ok("nvmlDeviceGetMemoryInfo", mem2, H0, pynvml.nvmlMemory_v2))
+    got = values(collect_from_snapshot(snapshot_of(calls)))
+    assert got["gpu0.memory_used_mib"] == 480 and got["gpu0.memory_reserved_mib"] == 480
+    facts = Facts(collect_from_snapshot(snapshot_of(calls)).facts)
+    assert held_mib(facts, 0) == 0
+    # without v2 (older drivers, older snapshots) the reserve is estimated from the total
+    older = collect_from_snapshot(snapshot_of(calls[:-2] + calls[-1:]))
+    assert "gpu0.memory_reserved_mib" not in values(older)
+    assert values(older)["gpu0.memory_used_mib"] == 480
+    assert held_mib(Facts(older.facts), 0) == 0

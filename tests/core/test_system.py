@@ -306,9 +306,36 @@ def test_container_detection(tmp_path: Path) -> None:
     root2.mkdir()
     write(proc / "1" / "cgroup", "12:memory:/docker/0123abcd\n")
     assert detect_container(root=root2, proc_root=proc, env={}) == "docker"
+    assert detect_container(root=root2, proc_root=proc, env={}) == "docker"
     write(proc / "1" / "cgroup", "0::/\n")
     write(proc / "1" / "environ", "container=lxc\0PATH=/usr/sbin:/usr/bin\0")
     assert detect_container(root=root2, proc_root=proc, env={}) == "lxc"
+
+
+# The root mount of a Firecracker VM (the lent H100, 2026-11-24) whose image was built as a
+# container and kept /.dockerenv; and Docker's own roots (overlay2, devicemapper, vfs's
+# bind-mounted folder).
+VM_ROOT = "27 1 254:0 / / rw,relatime - ext4 /dev/vda rw,discard,resv_strict\n"
+DOCKER_ROOTS = (
+    "611 540 0:52 / / rw,relatime master:274 - overlay overlay rw,lowerdir=/var/lib/docker/"
+    "overlay2/l/ABC:/var/lib/docker/overlay2/l/DEF,upperdir=/var/lib/docker/overlay2/1/diff\n",
+    "88 70 253:3 / / rw,relatime - xfs /dev/mapper/docker-253:0-1234-abcdef rw,nouuid\n",
+    "90 71 8:1 /var/lib/docker/vfs/dir/4f3c / rw,relatime - ext4 /dev/sda1 rw\n",
+)
+
+
+def test_a_vm_built_from_a_container_image_is_not_called_docker(tmp_path: Path) -> None:
+    proc, root = tmp_path / "proc", tmp_path / "root"
+    root.mkdir()
+    (root / ".dockerenv").touch()
+    write(proc / "1" / "cgroup", "0::/process_api/core\n")
+    write(proc / "self" / "mountinfo", "22 27 0:21 / /proc rw - proc proc rw\n" + VM_ROOT)
+    assert detect_container(root=root, proc_root=proc, env={}) == "none"
+    for line in DOCKER_ROOTS:
+        write(proc / "self" / "mountinfo", VM_ROOT + line)  # the last mount on / counts
+        assert detect_container(root=root, proc_root=proc, env={}) == "docker", line
+    (proc / "self" / "mountinfo").unlink()  # unreadable: /.dockerenv decides, as before
+    assert detect_container(root=root, proc_root=proc, env={}) == "docker"
 
 
 # --------------------------------------------------------------------------------------------

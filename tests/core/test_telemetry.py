@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import SNAPSHOTS
+from tests.conftest import SNAPSHOTS, TRACES
 from tfdoctor.core import telemetry as T
 from tfdoctor.core.probes import nvml
 
@@ -233,3 +233,46 @@ def test_monitor_lines_and_bad_arguments() -> None:
                              timeout=60)  # fmt: skip
         assert bad.returncode == 2, args
         assert len(bad.stderr.strip().splitlines()) == 1 and "Traceback" not in bad.stderr
+
+
+# --------------------------------------------------------------------------------------------
+# Real H100 sessions (tests/fixtures/traces/README.md)
+
+GIB = 1 << 30
+
+
+def test_a_real_h100_nvml_session_replays_per_process_vram_through_the_sampler() -> None:
+    """The Sampler, on the NVML calls a real driver answered while a process leaked VRAM,
+    shows that process's VRAM climbing to the wall, then gone once it died."""
+    snap = nvml.load_snapshot(TRACES / "real_h100_leak.nvml.json")
+    timeline = T.Timeline()
+    sampler = T.Sampler(timeline, interval_s=0.005, gpu_api=nvml.ReplayNvml(snap)).start()
+    deadline = time.monotonic() + 20
+    while sampler.samples < 120 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    sampler.stop()
+    assert sampler.gpu_problem is None
+    rows = [
+        g
+        for _, (kind, item) in timeline.since(0)
+        if kind == "sample"
+        for g in item.get("gpus") or []
+    ]
+    assert rows and all(g["total"] == 85520809984 for g in rows)
+    leaker = [p["used"] for g in rows for p in g["procs"] if p["pid"] == 598]
+    assert max(leaker) > 70 * GIB and leaker == sorted(leaker)  # only ever grows
+    assert len(set(leaker)) > 20
+    assert rows[-1]["procs"] == [] and rows[-1]["used"] < GIB  # died: its VRAM is back
+
+
+def test_a_real_h100_contention_trace_reads_back_with_both_processes() -> None:
+    header, items = T.read_trace(TRACES / "real_h100_contention.trace.jsonl")
+    assert header["interval_s"] == 0.25
+    markers = [i["label"] for k, i in items if k == "marker"]
+    assert markers[-1] == "trainer exited 1"
+    samples = [i for k, i in items if k == "sample"]
+    pids = {p["pid"] for i in samples for g in i.get("gpus") or [] for p in g["procs"]}
+    assert pids == {589, 614}
+    oom = (TRACES / "real_h100_contention.trainer.txt").read_text()
+    assert "CUDA out of memory. Tried to allocate 6.00 GiB" in oom
+    assert "Process 614 has 56.51 GiB memory in use" in oom

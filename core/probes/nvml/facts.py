@@ -239,6 +239,13 @@ class _Session:
                 value = getattr(mem, attr, None)
                 if isinstance(value, int):
                     self.add(gpu(i, f"memory_{attr}_mib"), value // _MIB)
+        # v1 'used' counts what the driver reserves for itself (480 MiB on an idle H100, where
+        # nvidia-smi says 0 MiB); v2 names that reserve, so an idle GPU does not look shared.
+        v2 = getattr(self.errors, "nvmlMemory_v2", None)
+        mem2 = c("nvmlDeviceGetMemoryInfo", h, v2) if isinstance(v2, int) else _MISSING
+        reserved = getattr(mem2, "reserved", None) if mem2 is not _MISSING else None
+        if isinstance(reserved, int):
+            self.add(gpu(i, "memory_reserved_mib"), reserved // _MIB)
         persistence = c("nvmlDeviceGetPersistenceMode", h)
         if isinstance(persistence, int):
             self.add(gpu(i, "persistence_mode"), persistence == _ENABLED)

@@ -204,6 +204,11 @@ class RecordingNvml:
             idx = self._handle_ids.get(id(value))
         if idx is not None or not isinstance(value, ctypes._Pointer):
             return idx
+        # Only a device handle may be asked for its index: libnvidia-ml dereferences whatever
+        # it is given, and an event set passed as a device crashed a real driver (580.159).
+        device_type = getattr(self._inner, "c_nvmlDevice_t", None)
+        if not (isinstance(device_type, type) and isinstance(value, device_type)):
+            return None
         unanswered: tuple[type[BaseException], ...] = (*error_types(self._inner), AttributeError)
         try:  # a handle we did not see created (by UUID or bus id): ask, unrecorded
             found = int(self._inner.nvmlDeviceGetIndex(value))
