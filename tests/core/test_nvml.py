@@ -569,7 +569,9 @@ def test_save_snapshot_replaces_atomically_and_keeps_mode(tmp_path: Path) -> Non
 
 
 def test_the_drivers_own_reserve_is_read_from_nvml_v2() -> None:
-    """v1 'used' holds the driver's reserve; v2 states it, and an idle GPU is then not shared."""
+    """v1 'used' holds the driver's reserve; v2 states it, and an idle GPU is then not shared.
+    The numbers are the real H100's (v2 'used' excludes the reserve: 0 idle, 10.5 GiB with a
+    10 GiB tensor, seen there)."""
     mem = {"_struct": {"total": 85520809984, "free": 85017493504, "used": 503316480}}
     mem2 = {"_struct": {**mem["_struct"], "version": 2, "reserved": 503316480, "used": 0}}
     calls = one_gpu_calls()
