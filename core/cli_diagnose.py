@@ -78,7 +78,7 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from tfdoctor.core.diagnose.engine import diagnose
-    from tfdoctor.core.diagnose.reader import LimitedStream
+    from tfdoctor.core.diagnose.reader import LimitedStream, not_text
 
     combined = bool(
         args.check or args.run or args.trace or args.recent or args.fixes or args.export
@@ -110,6 +110,13 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
             streams.append((name, stream))
             inputs.append(stream)
         else:
+            try:
+                with p.open("rb") as fh:
+                    why = not_text(fh.read(8192))
+            except OSError as exc:
+                return _fail(f"{name}: {exc.strerror or exc}")
+            if why:
+                return _fail(f"{name}: is {why}, not a text log: copy the error text instead")
             inputs.append(p)
         names.append(p.name)
     if combined:

@@ -90,7 +90,13 @@ def step_states(session: Session) -> dict[str, StepState]:
         s["fix"] = StepState(
             "fix", bool(fixes), "" if fixes else "No fix to propose yet: nothing was found wrong."
         )
-    s["export"] = StepState("export", True)
+    s["export"] = StepState(
+        "export",
+        has_source,
+        ""
+        if has_source
+        else "Nothing to export yet: give a crash log, run the checks, or reproduce the crash.",
+    )
     return s
 
 

@@ -43,6 +43,7 @@ from tfdoctor.gui.pages.check_page import CheckPage
 from tfdoctor.gui.pages.diagnosis_page import DiagnosisPage
 from tfdoctor.gui.pages.export_page import ExportPage
 from tfdoctor.gui.pages.fix_page import FixPage
+from tfdoctor.gui.pages.layout import set_enabled
 from tfdoctor.gui.pages.start_page import StartPage
 
 log = logging.getLogger(__name__)
@@ -71,6 +72,7 @@ class MainWindow(QMainWindow):
         self.analysis_bridge = AnalysisBridge(self.session, self)
         self.settings = QSettings("tfdoctor", "tfdoctor")
         self.autorun = autostart  # visiting the checks step starts a check
+        self._diagnosis_said: str | None = None  # the status bar's diagnosis summary, if shown
 
         central = QWidget(self)
         row = QHBoxLayout(central)
@@ -197,13 +199,14 @@ class MainWindow(QMainWindow):
         self.back_button.clicked.connect(self.back)
         self.next_button.clicked.connect(self.next)
         self.about_button.clicked.connect(self.show_about)
-        for page in (self.start_page, self.check_page, self.bench_page, self.diagnosis_page):
+        for page in (self.start_page, self.check_page, self.bench_page, self.export_page):
             page.sig_status_changed.connect(self._on_page_status_changed)
-        self.export_page.sig_status_changed.connect(self._on_page_status_changed)
         self.fix_page.sig_status_changed.connect(self._on_page_status_changed)
+        self.diagnosis_page.sig_status_changed.connect(self._on_diagnosis_status)
         self.start_page.sig_door_chosen.connect(self._on_door_chosen)
         self.start_page.sig_target_changed.connect(self._on_target_changed)
-        self.start_page.sig_logs_changed.connect(self.update_steps)
+        self.start_page.sig_logs_changed.connect(self._on_logs_changed)
+        self.start_page.sig_paste_changed.connect(lambda _filled: self.update_steps())
         self.check_page.bridge.sig_check_finished.connect(self._on_check_finished)
         self.bench_page.bridge.sig_finished.connect(self._on_bench_finished)
         self.analysis_bridge.sig_analysed.connect(self._on_analysis_done)
@@ -245,6 +248,8 @@ class MainWindow(QMainWindow):
             self.diagnosis_page.refresh()
         elif step == "fix":
             self.fix_page.refresh()
+        elif step == "export":
+            self.export_page.refresh()
         elif (
             step == "checks"
             and self.autorun
@@ -256,7 +261,8 @@ class MainWindow(QMainWindow):
 
     def next(self) -> None:
         if self.current_step == "start" and self.session.door is None:
-            self.start_page.choose(flow.DOOR_SETUP)
+            door = flow.DOOR_LOG if self.start_page.has_log_text() else flow.DOOR_SETUP
+            self.start_page.choose(door)
             return
         if self.current_step == "start":
             self.start_page.commit_paste()
@@ -284,11 +290,22 @@ class MainWindow(QMainWindow):
             item.setToolTip(tip + (f"\n{st.reason}" if st.reason else ""))
         here = states[self.current_step]
         self.step_note.setText(here.reason)
-        self.back_button.setEnabled(flow.prev_step(self.session, self.current_step) is not None)
+        set_enabled(
+            self.back_button,
+            flow.prev_step(self.session, self.current_step) is not None,
+            "This is the first step",
+        )
         nxt = flow.next_step(self.session, self.current_step)
-        self.next_button.setEnabled(nxt is not None or self.current_step == "start")
+        later = flow.STEPS[flow.STEPS.index(self.current_step) + 1 :]
+        blocked = next((states[s].reason for s in later if not states[s].skipped), "")
+        set_enabled(
+            self.next_button,
+            nxt is not None or self.current_step == "start",
+            blocked or "This is the last step",
+        )
         if self.current_step == "start" and self.session.door is None:
-            self.next_button.setText("Check my setup ▶")
+            log_first = self.start_page.has_log_text()
+            self.next_button.setText("Read my log ▶" if log_first else "Check my setup ▶")
         else:
             self.next_button.setText(f"Next: {flow.STEP_TITLES[nxt]} ▶" if nxt else "Next ▶")
 
@@ -322,6 +339,8 @@ class MainWindow(QMainWindow):
     def _on_analysis_done(self, _analysis: object) -> None:
         if self.current_step == "fix":
             self.fix_page.refresh()
+        elif self.current_step == "export":
+            self.export_page.refresh()
         self.update_steps()
 
     def _show_moment(self, start: float, end: float) -> None:
@@ -329,7 +348,19 @@ class MainWindow(QMainWindow):
         self.bench_page.plot.show_moment(start, end)
 
     def _on_page_status_changed(self, text: str) -> None:
+        self._diagnosis_said = None
         self.statusBar().showMessage(text)
+
+    def _on_diagnosis_status(self, text: str) -> None:
+        self.statusBar().showMessage(text)
+        self._diagnosis_said = text
+
+    def _on_logs_changed(self) -> None:
+        # what the diagnosis said was about the logs before this change: not any more
+        if self._diagnosis_said and self.statusBar().currentMessage() == self._diagnosis_said:
+            self.statusBar().clearMessage()
+        self._diagnosis_said = None
+        self.update_steps()
 
     def _open_logs(self) -> None:
         self.go("start")

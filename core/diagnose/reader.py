@@ -146,6 +146,39 @@ def iter_chunks(
     yield from _iter_binary(io.BytesIO("".join(lines).encode("utf-8", "replace")), source)
 
 
+# What people drop or pass by mistake: a screenshot of the error, a PDF, an archive, a binary.
+_MAGIC: tuple[tuple[bytes, str], ...] = (
+    (b"\x89PNG\r\n\x1a\n", "a PNG image"),
+    (b"\xff\xd8\xff", "a JPEG image"),
+    (b"GIF87a", "a GIF image"),
+    (b"GIF89a", "a GIF image"),
+    (b"%PDF-", "a PDF document"),
+    (b"PK\x03\x04", "a zip archive"),
+    (b"\x1f\x8b", "a gzip archive"),
+    (b"BZh", "a bzip2 archive"),
+    (b"\xfd7zXZ\x00", "an xz archive"),
+    (b"\x7fELF", "a program (ELF)"),
+    (b"SQLite format 3\x00", "an SQLite database"),
+    (b"II*\x00", "a TIFF image"),
+    (b"MM\x00*", "a TIFF image"),
+)
+
+
+def not_text(head: bytes) -> str | None:
+    """Why the first bytes of a file are not a text log ("a PNG image", "binary data"), or
+    None for text: UTF-8, Latin-1, UTF-16 (with or without BOM) and a few stray control bytes
+    pass; a known file signature or many NUL bytes do not."""
+    for magic, what in _MAGIC:
+        if head.startswith(magic):
+            return what
+    if head[4:12] in (b"ftypheic", b"ftypmif1") or (head[:4] == b"RIFF" and head[8:12] == b"WEBP"):
+        return "an image"
+    sample = head[:8192]
+    if sample and _utf16(sample) is None and sample.count(0) > max(2, len(sample) // 100):
+        return "binary data"
+    return None
+
+
 def _utf16(head: bytes) -> str | None:
     """The UTF-16 codec of a log saved that way (Windows PowerShell 5 redirection), or None."""
     if head.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):

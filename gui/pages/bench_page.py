@@ -53,6 +53,7 @@ from tfdoctor.core.probes.targetrun import current_target
 from tfdoctor.gui import assets
 from tfdoctor.gui.bridges import BenchBridge
 from tfdoctor.gui.findings_view import FindingsView
+from tfdoctor.gui.pages.layout import set_enabled
 from tfdoctor.gui.telemetry_plot import TelemetryPlot, format_bytes
 
 log = logging.getLogger(__name__)
@@ -136,7 +137,7 @@ class BenchPage(QWidget):
         self.demo_button.setToolTip(
             "Show a real recorded run: a Keras job killed by the kernel's OOM killer"
         )
-        self.demo_button.setEnabled(DEMO_TRACE.is_file())
+        set_enabled(self.demo_button, DEMO_TRACE.is_file(), self._demo_why_not())
         top.addWidget(self.target_label, 1)
         top.addWidget(self.open_trace_button)
         top.addWidget(self.demo_button)
@@ -426,7 +427,7 @@ class BenchPage(QWidget):
     def stop(self) -> None:
         if self.running:
             self.bridge.cancel()
-            self.stop_button.setEnabled(False)
+            set_enabled(self.stop_button, False, "Stopping the run…")
             self._phase = "Stopping"
             self._update_phase_label()
 
@@ -575,10 +576,16 @@ class BenchPage(QWidget):
 
     # ------------------------------------------------------------------ helpers
     def _set_running(self, running: bool) -> None:
-        self.start_button.setEnabled(not running)
-        self.stop_button.setEnabled(running)
-        self.open_trace_button.setEnabled(not running)
-        self.demo_button.setEnabled(not running and DEMO_TRACE.is_file())
+        busy = "A run is in progress: stop it first"
+        set_enabled(self.start_button, not running, busy)
+        set_enabled(self.stop_button, running, "No run in progress")
+        set_enabled(self.open_trace_button, not running, busy)
+        set_enabled(self.demo_button, not running and DEMO_TRACE.is_file(), self._demo_why_not())
+
+    def _demo_why_not(self) -> str:
+        if not DEMO_TRACE.is_file():
+            return f"The recorded run is missing from this install ({DEMO_TRACE.name})"
+        return "A run is in progress: stop it first"
 
     def _update_phase_label(self, with_time: bool = True) -> None:
         secs = self._elapsed.elapsed() // 1000 if with_time and self._elapsed.isValid() else None

@@ -25,7 +25,7 @@ from tfdoctor.core.scan import PROBE_LABELS, CheckReport
 from tfdoctor.gui.bridges import CheckBridge, EnvsBridge
 from tfdoctor.gui.findings_view import FindingsView, summary_html, summary_text
 from tfdoctor.gui.icons import severity_pixmap
-from tfdoctor.gui.pages.layout import page_layout
+from tfdoctor.gui.pages.layout import page_layout, set_enabled
 from tfdoctor.gui.target_picker import TargetPicker, target_key, target_tooltip
 
 log = logging.getLogger(__name__)
@@ -246,7 +246,9 @@ class CheckPage(QWidget):
 
     def refresh_targets(self) -> None:
         """List kernelspecs, conda envs and running kernels in the background."""
-        self.refresh_button.setEnabled(False)
+        set_enabled(
+            self.refresh_button, False, "Looking for Jupyter kernels and conda environments…"
+        )
         self._status("Looking for Jupyter kernels and conda environments…")
         self.envs_bridge.refresh()
 
@@ -280,7 +282,7 @@ class CheckPage(QWidget):
             return
         self.bridge.cancel()
         self.run_button.setText(STOPPING_TEXT)
-        self.run_button.setEnabled(False)
+        set_enabled(self.run_button, False, "Stopping the check: the probe process is ending")
         self._stage = "Stopping the check"
         self._update_stage_label()
         self._status("Stopping the check…")
@@ -295,7 +297,7 @@ class CheckPage(QWidget):
 
     def _set_running_ui(self) -> None:
         self.run_button.setText(CANCEL_TEXT)
-        self.run_button.setEnabled(True)
+        set_enabled(self.run_button, True)
         self.run_button.setToolTip("Stop the check (the TensorFlow probe process is stopped)")
         self.progress.show()
         self.progress_box.show()
@@ -306,7 +308,7 @@ class CheckPage(QWidget):
     def _set_idle_ui(self) -> None:
         self._clock.stop()
         self.progress.hide()
-        self.run_button.setEnabled(True)
+        set_enabled(self.run_button, True)
         self._update_run_button_text()
         self._update_summary()
 
@@ -428,13 +430,13 @@ class CheckPage(QWidget):
         self._status(f"Could not check: {message}")
 
     def _on_envs_found(self, targets: list[Target]) -> None:
-        self.refresh_button.setEnabled(True)
+        set_enabled(self.refresh_button, True)
         self.picker.reset_targets(targets)
         n = len(targets)
         self._status(f"Found {n} Python environment{'s' if n != 1 else ''} to check.")
 
     def _on_envs_failed(self, message: str) -> None:
-        self.refresh_button.setEnabled(True)
+        set_enabled(self.refresh_button, True)
         self._status(f"Could not list Python environments: {message}")
 
     # ------------------------------------------------------------------ helpers

@@ -13,7 +13,7 @@ from tfdoctor.core.diagnose.combine import RankedCause, confidence_words
 from tfdoctor.core.session import Analysis, Session
 from tfdoctor.gui.bridges import AnalysisBridge
 from tfdoctor.gui.findings_view import FindingsView
-from tfdoctor.gui.pages.layout import page_layout
+from tfdoctor.gui.pages.layout import page_layout, set_enabled
 
 
 class DiagnosisPage(QWidget):
@@ -80,7 +80,7 @@ class DiagnosisPage(QWidget):
             self._on_bridge_failed(error)
             return
         self.busy.show()
-        self.again.setEnabled(False)
+        set_enabled(self.again, False, "The diagnosis is running")
         n = len(self.session.logs)
         self.summary.setText(f"Reading {n} log{'s' if n != 1 else ''} and the other sources…")
         self.bridge.request()
@@ -91,7 +91,7 @@ class DiagnosisPage(QWidget):
 
     def _on_bridge_failed(self, message: str) -> None:
         self.busy.hide()
-        self.again.setEnabled(True)
+        set_enabled(self.again, True)
         self.summary.setText(message)
 
     def _on_bridge_analysed(self, analysis: Analysis) -> None:
@@ -99,7 +99,7 @@ class DiagnosisPage(QWidget):
 
     def _show(self, analysis: Analysis) -> None:
         self.busy.hide()
-        self.again.setEnabled(True)
+        set_enabled(self.again, True)
         self.ranked = list(analysis.ranked)
         self.experiments = list(analysis.experiments) if analysis.has_crash else []
         self.causes.clear()

@@ -13,7 +13,7 @@ from tfdoctor.core import fixes
 from tfdoctor.core.fixes import export
 from tfdoctor.core.paths import atomic_write_text
 from tfdoctor.core.session import Session
-from tfdoctor.gui.pages.layout import page_layout
+from tfdoctor.gui.pages.layout import Notice, page_layout, set_enabled
 
 
 class ExportPage(QWidget):
@@ -35,18 +35,35 @@ class ExportPage(QWidget):
         )
         self.save_button = QPushButton("Save session as JSON…", self)
         self.script_button = QPushButton("Export fix script…", self)
-        self.script_button.setToolTip(
-            "A shell (.sh), PowerShell (.ps1) or Python (.py, the notebook preamble) script "
-            "with the proposed settings: dry run by default, --apply to act, --undo"
-        )
+        self.script_button.setToolTip(self.SCRIPT_TIP)
         row = QHBoxLayout()
         row.addWidget(self.save_button)
         row.addWidget(self.script_button)
         row.addStretch(1)
         root.addLayout(row)
+        self.notice = Notice(self)
+        root.addWidget(self.notice)
         root.addStretch(1)
         self.save_button.clicked.connect(self._on_save_clicked)
         self.script_button.clicked.connect(self._on_script_clicked)
+
+    SCRIPT_TIP = (
+        "A shell (.sh), PowerShell (.ps1) or Python (.py, the notebook preamble) script "
+        "with the proposed settings: dry run by default, --apply to act, --undo"
+    )
+
+    def refresh(self) -> None:
+        """Enable the script button only when there is a script, and say why not on it."""
+        try:
+            self.script_text("sh")
+        except fixes.FixError as exc:
+            set_enabled(self.script_button, False, f"No fix script yet: {exc}")
+        else:
+            set_enabled(self.script_button, True)
+
+    def _say(self, text: str, kind: str = "info") -> None:
+        self.notice.say(text, kind)
+        self.sig_status_changed.emit(text)
 
     def save(self, path: str) -> bool:
         try:
@@ -54,9 +71,9 @@ class ExportPage(QWidget):
 
             atomic_write_text(Path(path), text + "\n")
         except OSError as exc:
-            self.sig_status_changed.emit(f"Cannot save {path}: {exc.strerror or exc}")
+            self._say(f"Cannot save {path}: {exc.strerror or exc}", "error")
             return False
-        self.sig_status_changed.emit(f"Saved the session to {path}")
+        self._say(f"Saved the session to {path}")
         return True
 
     def export_script(self, path: str) -> bool:
@@ -66,16 +83,16 @@ class ExportPage(QWidget):
             text = self.script_text(fmt)
             atomic_write_text(Path(path), text)
         except fixes.FixError as exc:
-            self.sig_status_changed.emit(f"No script: {exc}")
+            self._say(f"No script: {exc}", "warn")
             return False
         except OSError as exc:
-            self.sig_status_changed.emit(f"Cannot save {path}: {exc.strerror or exc}")
+            self._say(f"Cannot save {path}: {exc.strerror or exc}", "error")
             return False
         how = {
             "py": "paste it as the notebook's first cell, or import it before TensorFlow",
             "ps1": "run it without options for a dry run, then with -Apply",
         }.get(fmt, "run it without options for a dry run, then with --apply")
-        self.sig_status_changed.emit(f"Wrote {path}: {how}")
+        self._say(f"Wrote {path}: {how}")
         return True
 
     def script_text(self, fmt: str) -> str:
@@ -107,7 +124,7 @@ class ExportPage(QWidget):
             try:
                 self.script_text("py")
             except fixes.FixError:
-                self.sig_status_changed.emit(f"No fix script: {first}")
+                self._say(f"No fix script: {first}", "warn")
                 return
         path, _ = QFileDialog.getSaveFileName(
             self,

@@ -30,7 +30,7 @@ from tfdoctor.core.bench.supervisor import SupervisorOptions
 from tfdoctor.core.fixes import propose
 from tfdoctor.core.knowledge import catalog
 from tfdoctor.core.session import Session
-from tfdoctor.gui.pages.layout import page_layout
+from tfdoctor.gui.pages.layout import Notice, page_layout, set_enabled
 from tfdoctor.gui.tasks import Task
 from tfdoctor.gui.telemetry_plot import ComparisonPlot, format_bytes
 
@@ -100,10 +100,12 @@ class FixRow(QFrame):
         lay.addLayout(self.next_buttons)
         self.comparison: ComparisonPlot | None = None
 
-    def add_button(self, text: str, tip: str, slot: Any, enabled: bool = True) -> QPushButton:
+    def add_button(
+        self, text: str, tip: str, slot: Any, enabled: bool = True, why_not: str = ""
+    ) -> QPushButton:
         b = QPushButton(text, self)
         b.setToolTip(tip)
-        b.setEnabled(enabled)
+        set_enabled(b, enabled, why_not)
         b.clicked.connect(slot)
         self.buttons.addWidget(b)
         return b
@@ -143,6 +145,8 @@ class FixPage(QWidget):
         self.undo_button.setToolTip("Put back the files the last applied fix changed")
         top.addWidget(self.undo_button)
         root.addLayout(top)
+        self.notice = Notice(self)
+        root.addWidget(self.notice)
         scroll = QScrollArea(self)
         scroll.setWidgetResizable(True)
         scroll.setFrameShape(QFrame.Shape.NoFrame)
@@ -207,6 +211,12 @@ class FixPage(QWidget):
                     else "Pick a Jupyter kernel on the Start page",
                     lambda _=False, f=fid: self.apply_to_kernel(f),
                     enabled=bool(kernel) and bool(fx.env or fx.unset),
+                    why_not=self._why_not_apply(
+                        fx,
+                        "Pick a Jupyter kernel on the Start page: the settings go into a copy of it"
+                        if not kernel
+                        else "",
+                    ),
                 )
                 if target is not None and target.kind == "conda":
                     row.add_button(
@@ -214,6 +224,7 @@ class FixPage(QWidget):
                         "Activation hooks that set (and on deactivate restore) the variables",
                         lambda _=False, f=fid: self.apply_to_conda(f),
                         enabled=bool(fx.env or fx.unset),
+                        why_not=self._why_not_apply(fx, ""),
                     )
                 row.add_button(
                     "Copy notebook preamble",
@@ -254,7 +265,25 @@ class FixPage(QWidget):
                 )
             self.rows[fid] = row
             self.column.insertWidget(self.column.count() - 1, row)
-        self.undo_button.setEnabled(any(not r.get("undone") for r in fixes.history()))
+        self._update_undo()
+
+    @staticmethod
+    def _why_not_apply(fx: catalog.Fix, missing: str) -> str:
+        if not (fx.env or fx.unset):
+            return "This fix changes code, not a setting: use Copy code or the preamble"
+        return missing
+
+    def _update_undo(self) -> None:
+        set_enabled(
+            self.undo_button,
+            any(not r.get("undone") for r in fixes.history()),
+            "Nothing to undo: no change tfdoctor made is still in place",
+        )
+
+    def _say(self, text: str, kind: str = "info") -> None:
+        """Say it above the fixes, where the user is looking, and in the status bar."""
+        self.notice.say(text, kind)
+        self.sig_status_changed.emit(text)
 
     def _verifiable(self, fid: str) -> bool:
         return self._verifiable_all([fid])
@@ -276,7 +305,7 @@ class FixPage(QWidget):
             else "Already applied to the kernel copy."
         )
         self.rows[fid].show_result(msg)
-        self.undo_button.setEnabled(True)
+        self._update_undo()
         self.sig_status_changed.emit(f"Applied {fid} to a copy of kernel {target.name}")
 
     def copy_preamble(self, fid: str) -> None:
@@ -298,7 +327,7 @@ class FixPage(QWidget):
             return
         prefix = Path(target.python).resolve().parent.parent
         try:
-            rec = fixes.apply_to_conda(self._plan(fid), prefix)
+            fixes.apply_to_conda(self._plan(fid), prefix)
         except fixes.FixError as exc:
             self.rows[fid].show_result(html.escape(str(exc)))
             return
@@ -306,7 +335,7 @@ class FixPage(QWidget):
             f"Applied to the conda environment {html.escape(str(prefix))}: "
             "deactivate and activate it again."
         )
-        self.undo_button.setEnabled(rec.get("changed") is not False)
+        self._update_undo()
 
     def stop_process(self, proc: dict[str, Any]) -> None:
         what = proc.get("notebook_path") or proc.get("name") or "this process"
@@ -320,7 +349,7 @@ class FixPage(QWidget):
             return
         # stopping waits for the process to end (up to 20 s): never on the GUI thread
         if not self._stop_task.submit(fixes.stop_process, int(proc["pid"])):
-            self.sig_status_changed.emit("Still stopping the last process: wait for it")
+            self._say("Still stopping the last process: wait for it", "warn")
             return
         row = self.rows.get("stop_gpu_process")
         if row is not None:
@@ -343,11 +372,15 @@ class FixPage(QWidget):
         try:
             rec = fixes.undo()
         except fixes.FixError as exc:
-            self.sig_status_changed.emit(str(exc))
-            self.undo_button.setEnabled(False)
+            self._say(str(exc), "error")
+            self._update_undo()
             return
-        self.sig_status_changed.emit(f"Undone: {', '.join(rec['fixes'])} on {rec['target']}")
-        self.undo_button.setEnabled(any(not r.get("undone") for r in fixes.history()))
+        self._say(f"Undone: {', '.join(rec['fixes'])} on {rec['target']}: it is as it was.")
+        for fid in rec["fixes"]:  # the row no longer says "Applied"
+            row = self.rows.get(fid)
+            if row is not None:
+                row.show_result(f"Undone: {html.escape(str(rec['target']))} is as it was.")
+        self._update_undo()
 
     def verify(self, fid: str, together: tuple[str, ...] = ()) -> None:
         """Re-run the benchmark with the fix (or the fixes `together`), shown in fid's row."""

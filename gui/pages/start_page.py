@@ -24,6 +24,7 @@ from PySide6.QtWidgets import (
 
 from tfdoctor.core import flow
 from tfdoctor.core.diagnose import recent
+from tfdoctor.core.diagnose.reader import not_text
 from tfdoctor.core.model import Target
 from tfdoctor.core.probes.targetrun import (
     app_has_tensorflow,
@@ -32,7 +33,7 @@ from tfdoctor.core.probes.targetrun import (
 )
 from tfdoctor.core.session import Session
 from tfdoctor.gui.bridges import EnvsBridge
-from tfdoctor.gui.pages.layout import page_layout
+from tfdoctor.gui.pages.layout import Notice, page_layout, set_enabled
 from tfdoctor.gui.target_picker import TargetPicker
 from tfdoctor.gui.tasks import Task
 
@@ -55,6 +56,7 @@ class StartPage(QWidget):
     sig_target_changed = Signal(object)  # Target
     sig_logs_changed = Signal()
     sig_status_changed = Signal(str)
+    sig_paste_changed = Signal(bool)  # whether the paste box holds text
 
     def __init__(self, session: Session, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -138,6 +140,8 @@ class StartPage(QWidget):
         head.addWidget(self.find_button)
         head.addWidget(self.clear_button)
         lv.addLayout(head)
+        self.log_notice = Notice(logs)
+        lv.addWidget(self.log_notice)
         self.paste = QPlainTextEdit(logs)
         self.paste.setObjectName("logPaste")
         self.paste.setPlaceholderText(
@@ -159,6 +163,8 @@ class StartPage(QWidget):
         self.open_button.clicked.connect(self.open_logs)
         self.find_button.clicked.connect(self.find_recent)
         self.clear_button.clicked.connect(self.clear_logs)
+        self._paste_filled = False
+        self.paste.textChanged.connect(self._on_paste_changed)
         self.picker.sig_target_changed.connect(self._on_picker_target_changed)
 
     def _door(self, title: str, text: str) -> QPushButton:
@@ -191,9 +197,14 @@ class StartPage(QWidget):
     def choose(self, door: str) -> None:
         self.commit_paste()
         if door == flow.DOOR_LOG and not self.session.logs:
-            self._status("Paste the crash output, drop or open a log file, or find recent crashes.")
+            self._notice(
+                "There is no log yet: paste the crash output here, drop or open a log file, "
+                "or press Find recent crashes.",
+                "warn",
+            )
             self.paste.setFocus()
             return
+        self.log_notice.clear_notice()
         self.session.door = door
         self.sig_door_chosen.emit(door)
 
@@ -205,16 +216,33 @@ class StartPage(QWidget):
             self.session.add_log(PASTE_NAME, text.encode("utf-8", "surrogatepass"))
         self._show_files()
 
+    def has_log_text(self) -> bool:
+        """Whether there is a log to read: logs added, or text in the paste box."""
+        return bool(self.session.logs or self.paste.toPlainText().strip())
+
+    def _on_paste_changed(self) -> None:
+        filled = bool(self.paste.toPlainText().strip())
+        if filled != self._paste_filled:  # only when it flips: not on every keystroke
+            self._paste_filled = filled
+            self.sig_paste_changed.emit(filled)
+
     def add_log_file(self, path: str) -> bool:
         p = Path(path)
         if not p.is_file():
-            self._status(f"Not a file: {path}")
+            self._notice(f"Not a file: {path}", "error")
             return False
         try:
-            with p.open("rb"):
-                pass
+            with p.open("rb") as fh:
+                why = not_text(fh.read(8192))
         except OSError as exc:
-            self._status(f"Cannot read {path}: {exc.strerror or exc}")
+            self._notice(f"Cannot read {path}: {exc.strerror or exc}", "error")
+            return False
+        if why:
+            self._notice(
+                f"{p.name} is {why}, not a text log. Copy the error text (or save the output "
+                "to a .txt file) and add that instead.",
+                "error",
+            )
             return False
         self.session.add_log(p.name, path=str(p))
         self._show_files()
@@ -230,21 +258,22 @@ class StartPage(QWidget):
     def clear_logs(self) -> None:
         self.paste.clear()
         self.session.logs.clear()
+        self.log_notice.clear_notice()
         self._show_files()
 
     def find_recent(self) -> None:
         if not self._recent.submit(recent.find_recent_crashes):
             return
-        self.find_button.setEnabled(False)
+        set_enabled(self.find_button, False, "Looking for recent crashes…")
         self._status("Looking for recent crashes in the kernel log and Jupyter logs…")
 
     def _on_recent_failed(self, exc: Exception) -> None:
-        self.find_button.setEnabled(True)
+        set_enabled(self.find_button, True)
         log.warning("finding recent crashes failed", exc_info=exc)  # never a traceback at the user
-        self._status(f"Could not look for crashes: {exc}")
+        self._notice(f"Could not look for crashes: {exc}", "error")
 
     def _on_recent_done(self, result: tuple[list[recent.Found], list[str]]) -> None:
-        self.find_button.setEnabled(True)
+        set_enabled(self.find_button, True)
         found, problems = result
         for f in found:
             self.session.add_log(f.name, f.text if f.path is None else b"", f.path)
@@ -254,7 +283,7 @@ class StartPage(QWidget):
             if found
             else "No recent crash found."
         )
-        self._status(" ".join([what, *problems]))
+        self._notice(" ".join([what, *problems]), "info" if found else "warn")
 
     def _show_files(self) -> None:
         self.files.clear()
@@ -283,7 +312,12 @@ class StartPage(QWidget):
             added = 1
         if added:
             event.acceptProposedAction()
-            self._status(f"Added {added} log(s). Press “I have a crash log” to read them.")
+            self._notice(f"Added {added} log(s). Press “Read my log” to read them.")
 
     def _status(self, text: str) -> None:
         self.sig_status_changed.emit(text)
+
+    def _notice(self, text: str, kind: str = "info") -> None:
+        """Say it under the crash log box, where the user is looking, and in the status bar."""
+        self.log_notice.say(text, kind)
+        self._status(text)

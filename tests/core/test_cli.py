@@ -519,3 +519,14 @@ def test_planted_secrets_reach_no_output_unless_asked(tmp_path: Path) -> None:
     assert kernel_env["HTTPS_PROXY"] == "http://alice:***@proxy.example:3128"
     shown = tfdoctor("envs", "--json", "--show-secrets", env=env)
     assert SECRET in shown.stdout  # the user can still ask for the values
+
+
+def test_diagnose_refuses_a_picture_in_one_line(tmp_path: Path) -> None:
+    png = tmp_path / "error.png"
+    png.write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 8)
+    p = tfdoctor("diagnose", str(png))
+    assert p.returncode == 2
+    assert_no_traceback(p)
+    assert p.stderr.strip().splitlines() == [
+        f"tfdoctor: {png}: is a PNG image, not a text log: copy the error text instead"
+    ]

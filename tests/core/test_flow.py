@@ -30,10 +30,10 @@ def corpus_log(cause: str) -> Path:
 def test_a_fresh_session_opens_only_start_and_says_why_the_rest_is_closed() -> None:
     s = flow.Session()
     st = flow.step_states(s)
-    assert st["start"].enabled and st["export"].enabled
-    for step in ("checks", "reproduce", "diagnosis", "fix"):
+    assert st["start"].enabled
+    for step in ("checks", "reproduce", "diagnosis", "fix", "export"):
         assert not st[step].enabled and st[step].reason, step
-    assert flow.next_step(s, "start") == "export"
+    assert flow.next_step(s, "start") is None
 
 
 def test_the_setup_door_walks_every_step_in_order() -> None:

@@ -51,10 +51,12 @@ def test_window_shows_the_wizard_steps_with_what_is_open(qtbot) -> None:  # type
     ]
     assert w.current_step == "start" and w.stack.currentWidget() is w.start_page
     enabled = [bool(w.steps.item(i).flags() & Qt.ItemFlag.ItemIsEnabled) for i in range(6)]
-    # this Python is picked: checks and reproduce open; nothing to diagnose or fix yet
-    assert enabled == [True, True, True, False, False, True]
+    # this Python is picked: checks and reproduce open; nothing to diagnose, fix or export yet
+    assert enabled == [True, True, True, False, False, False]
     assert "Nothing to diagnose yet" in w.steps.item(3).toolTip()
+    assert "Nothing to export yet" in w.steps.item(5).toolTip()
     assert not w.back_button.isEnabled() and w.next_button.isEnabled()
+    assert w.back_button.toolTip() == "This is the first step"  # why, not what it would do
     assert not w.check_page.running  # autostart=False starts nothing
     w.go("reproduce")
     assert w.stack.currentWidget() is w.bench_page

@@ -201,6 +201,11 @@ def test_one_click_fixes_on_the_fix_page(qtbot, tmp_path: Path, monkeypatch: pyt
     assert "set_memory_growth" in QApplication.clipboard().text()
     w.fix_page.undo_button.click()
     assert not clone.exists()
+    # said where the user looks: the row no longer claims "Applied", the page says it is undone
+    assert "Applied" not in row.result.text() and "Undone" in row.result.text()
+    assert w.fix_page.notice.isVisible() and "Undone: memory_growth" in w.fix_page.notice.text()
+    assert not w.fix_page.undo_button.isEnabled()
+    assert w.fix_page.undo_button.toolTip().startswith("Nothing to undo")
     script = tmp_path / "fix.sh"
     assert w.export_page.export_script(str(script))
     assert "TF_FORCE_GPU_ALLOW_GROWTH" in script.read_text()
