@@ -174,9 +174,16 @@ def not_text(head: bytes) -> str | None:
     if head[4:12] in (b"ftypheic", b"ftypmif1") or (head[:4] == b"RIFF" and head[8:12] == b"WEBP"):
         return "an image"
     sample = head[:8192]
-    if sample and _utf16(sample) is None and sample.count(0) > max(2, len(sample) // 100):
+    if not sample or _utf16(sample) is not None:
+        return None
+    controls = len(sample) - len(sample.translate(None, _BINARY_BYTES))
+    if sample.count(0) > max(2, len(sample) // 100) or controls > max(8, len(sample) // 10):
         return "binary data"
     return None
+
+
+# control bytes no text log is made of (tab, newlines, form feed and ESC of colours are not)
+_BINARY_BYTES = bytes([*range(0, 9), 11, *range(14, 27), *range(28, 32)])
 
 
 def _utf16(head: bytes) -> str | None:
