@@ -1,6 +1,11 @@
-def test_not_text_tells_pictures_archives_and_binaries_from_logs() -> None:
-    from tfdoctor.core.diagnose.reader import not_text
+"""What the log reader refuses: pictures, archives and binaries passed as a log."""
 
+from __future__ import annotations
+
+from tfdoctor.core.diagnose.reader import not_text
+
+
+def test_not_text_tells_pictures_archives_and_binaries_from_logs() -> None:
     assert not_text(b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR") == "a PNG image"
     assert not_text(b"\xff\xd8\xff\xe0\x00\x10JFIF") == "a JPEG image"
     assert not_text(b"%PDF-1.7\n") == "a PDF document"
