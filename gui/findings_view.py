@@ -308,6 +308,9 @@ class FindingsView(QScrollArea):
         self._placeholder_text = text
         self._update_placeholder()
 
+    def placeholder_text(self) -> str:
+        return self._placeholder_text
+
     def add_finding(self, finding: Finding) -> FindingCard:
         """Insert a card in worst-first order; errors open expanded."""
         if self._fixes is None:

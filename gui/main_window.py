@@ -123,7 +123,11 @@ class MainWindow(QMainWindow):
         self.stack = QStackedWidget(right)
         self.start_page = StartPage(self.session, self.stack)
         self.check_page = CheckPage(self.stack)
-        self.bench_page = BenchPage(self.stack, target_provider=lambda: self.session.target)
+        self.bench_page = BenchPage(
+            self.stack,
+            target_provider=lambda: self.session.target,
+            gpu_count_provider=self._tf_gpu_count,
+        )
         self.diagnosis_page = DiagnosisPage(self.session, self.stack, bridge=self.analysis_bridge)
         self.fix_page = FixPage(self.session, self.stack)
         self.export_page = ExportPage(self.session, self.stack)
@@ -225,6 +229,11 @@ class MainWindow(QMainWindow):
             self._on_target_changed(self.session.target)
 
     # ------------------------------------------------------------------ navigation
+    def _tf_gpu_count(self) -> int | None:
+        facts = self.session.facts()
+        n = facts.value("tf.gpu_count") if facts is not None else None
+        return n if isinstance(n, int) else None
+
     @property
     def current_step(self) -> str:
         return flow.STEPS[self.stack.currentIndex()]

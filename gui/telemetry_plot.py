@@ -9,6 +9,7 @@ created once; peak downsampling and clip-to-view keep an hour at 10 Hz cheap).
 
 from __future__ import annotations
 
+import html
 import logging
 from typing import Any, ClassVar
 
@@ -45,7 +46,21 @@ MARKER_COLOURS = {
     "stall": "#ff7f0e",
     "xid": "#d62728",
     "note": "#8c8c8c",
+    "probe": "#8c8c8c",
+    "probe_end": "#8c8c8c",
 }
+PROBE_OK = (46, 125, 50)  # a batch-search probe that trained: green; one that failed: red
+PROBE_FAILED = (198, 40, 40)
+
+
+def legend_html(entries: list[tuple[str, str, bool]]) -> str:
+    """The legend as a line of text above the plot (it never covers the data)."""
+    parts = [
+        f'<span style="color:{colour}">{"╍╍" if dashed else "━━"}</span>&nbsp;'
+        + html.escape(label).replace(" ", "&nbsp;")  # an entry wraps whole, never "TF / peak"
+        for label, colour, dashed in entries
+    ]
+    return "&nbsp;&nbsp; ".join(parts)
 
 
 def format_bytes(value: float) -> str:
@@ -109,7 +124,15 @@ class TelemetryPlot(QWidget):
         self.memory.setLabel("bottom", "time", units="s")
         self.memory.setLabel("left", "memory")
         self.memory.getPlotItem().setMouseEnabled(x=True, y=False)
-        self.legend = self.memory.addLegend(offset=(10, 10), labelTextSize="8pt")
+        # the legend and the phases are text rows outside the plot: they never cover the data,
+        # and labels of phases a second apart never run into each other
+        self.legend_label = QLabel(self)
+        self.legend_label.setObjectName("plotLegend")
+        self.legend_label.setWordWrap(True)
+        self.legend_label.setTextFormat(Qt.TextFormat.RichText)
+        self.phase_label = QLabel(self)
+        self.phase_label.setObjectName("infoLabel")
+        self.phase_label.setWordWrap(True)
         self.steps = pg.PlotWidget(self)
         self.steps.setObjectName("stepPlot")
         self.steps.showGrid(x=False, y=True, alpha=0.25)
@@ -125,7 +148,9 @@ class TelemetryPlot(QWidget):
         self.empty_label.setAlignment(Qt.AlignmentFlag.AlignCenter)
         self.empty_label.setWordWrap(True)  # never what sets the window's width
         layout.addWidget(self.empty_label)
+        layout.addWidget(self.legend_label)
         layout.addWidget(self.memory, 3)
+        layout.addWidget(self.phase_label)
         layout.addWidget(self.speed_label)
         layout.addWidget(self.steps, 1)
         self._timer = QTimer(self)
@@ -138,8 +163,14 @@ class TelemetryPlot(QWidget):
         self._timer.stop()
         self.memory.clear()
         self.steps.clear()
-        if self.legend is not None:
-            self.legend.clear()
+        self._legend: list[tuple[str, str, bool]] = []
+        self.legend_label.clear()
+        self.legend_label.hide()
+        self._phases: list[tuple[float, str]] = []
+        self.phase_label.clear()
+        self.phase_label.hide()
+        self.probes: list[tuple[int, str, bool]] = []  # (batch, outcome words, trained)
+        self._probe_start: tuple[float, str] | None = None
         self.columns: dict[str, _Column] = {}
         self.curves: dict[str, pg.PlotDataItem] = {}
         self.limits: dict[str, pg.InfiniteLine] = {}
@@ -241,7 +272,10 @@ class TelemetryPlot(QWidget):
         # 1-px (cosmetic) pens: Qt strokes wider lines several times slower (benchmarked)
         style = Qt.PenStyle.DashLine if dashed else Qt.PenStyle.SolidLine
         pen = pg.mkPen(colour, width=1, style=style)
-        curve = self.memory.plot(pen=pen, name=label)
+        curve = self.memory.plot(pen=pen)
+        self._legend.append((label, colour, dashed))
+        self.legend_label.setText(legend_html(self._legend))
+        self.legend_label.show()
         self._configure(curve)
         self.curves[name] = curve
         self.empty_label.hide()
@@ -264,6 +298,11 @@ class TelemetryPlot(QWidget):
             line.setValue(float(value))
 
     def _marker(self, t: float, label: str, category: str) -> None:
+        if category == "probe":
+            self._probe_start = (t, label)
+            self._update_strip()
+        elif category == "probe_end":
+            self._probe_end(t, label)
         colour = MARKER_COLOURS.get(category, "#8c8c8c")
         solid = category in ("oom", "crash", "guard")
         style = Qt.PenStyle.SolidLine if solid else Qt.PenStyle.DashLine
@@ -273,9 +312,25 @@ class TelemetryPlot(QWidget):
             "rotateAxis": (1, 0),
             "anchors": [(0, 0), (0, 0)],
         }
-        line = pg.InfiniteLine(
-            pos=t, angle=90, pen=pg.mkPen(colour, width=1, style=style), label=label, labelOpts=opts
+        # phases and probes are named in the rows outside the plot, and in a search a probe's
+        # band says how it ended; the line says it on hover
+        searching = bool(self.probes) or self._probe_start is not None
+        named = category not in ("phase", "probe", "probe_end") and not (
+            searching and category in ("crash", "oom", "guard", "killed")
         )
+        line = pg.InfiniteLine(
+            pos=t,
+            angle=90,
+            pen=pg.mkPen(colour, width=1, style=style),
+            label=label if named else None,
+            labelOpts=opts if named else None,
+        )
+        line.setToolTip(f"{label} at {t:.1f} s")
+        if category == "phase":
+            self._phases.append((t, label))
+            self._update_strip()
+        if category in ("probe", "probe_end") or (category == "phase" and searching):
+            line.setVisible(False)  # a probe's band is its mark; its workers' phases are noise
         line.category = category
         line.text = label
         self.memory.addItem(line, ignoreBounds=True)
@@ -304,6 +359,52 @@ class TelemetryPlot(QWidget):
         self.memory.addItem(self.moment, ignoreBounds=True)
         pad = max(1.0, 0.15 * (end - start))
         self.memory.setXRange(max(0.0, start - pad), end + pad, padding=0)
+
+    def _probe_end(self, t: float, label: str) -> None:
+        """Shade a batch-search probe's stretch, green if it trained, red if not, and name it
+        (batch size and outcome) on the band and in the row under the plot."""
+        if self._probe_start is None:
+            return
+        t0 = self._probe_start[0]
+        self._probe_start = None
+        batch_text, _, words = label.partition(": ")
+        trained = words == "trained"
+        try:
+            batch = int(batch_text.split()[-1])
+        except (ValueError, IndexError):
+            return
+        r, g, b = PROBE_OK if trained else PROBE_FAILED
+        band = pg.LinearRegionItem((t0, t), movable=False, brush=pg.mkBrush(r, g, b, 28))
+        for edge in band.lines:
+            edge.setPen(pg.mkPen(r, g, b, 90, width=1))
+        pg.InfLineLabel(  # the batch size up the band's left edge, inside the plot
+            band.lines[0],
+            text=f"{batch} {'✓' if trained else '✗'}",
+            position=0.96,
+            rotateAxis=(1, 0),
+            anchors=[(1, 0), (1, 0)],
+            color=(r, g, b),
+        )
+        band.setToolTip(f"batch size {batch}: {words} ({t0:.1f}–{t:.1f} s)")
+        self.memory.addItem(band, ignoreBounds=True)
+        self.probes.append((batch, words, trained))
+        self._update_strip()
+
+    def _update_strip(self) -> None:
+        """The row under the plot: a search's probes (batch size and outcome), else the phases
+        of the run with their times."""
+        if self.probes or self._probe_start is not None:
+            text = "Batch sizes tried: " + " · ".join(
+                f"{n} {'✓' if ok else '✗ ' + w}" for n, w, ok in self.probes
+            )
+        else:
+            text = "Phases: " + " · ".join(f"{name} {at:.1f} s" for at, name in self._phases)
+        self.phase_label.setText(text)
+        self.phase_label.show()
+
+    def legend_names(self) -> list[str]:
+        """The series named in the legend row, in order."""
+        return [label for label, _, _ in self._legend]
 
     def marker_labels(self) -> list[str]:
         return [str(getattr(m, "text", "")) for m in self.markers]

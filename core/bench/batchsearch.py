@@ -54,6 +54,20 @@ def probe_budget(start: int, max_batch: int, margin: float) -> int:
     return math.ceil(math.log2(max(1.0, max_batch / start))) + math.ceil(math.log2(1 / margin)) + 2
 
 
+# a probe's outcome in a word or two, for the plot's labels and the CLI
+PROBE_WORDS = {
+    "ok": "trained",
+    "oom": "out of memory",
+    "host_oom_killed": "RAM OOM kill",
+    "killed": "killed",
+    "crashed": "crashed",
+    "exception": "error",
+    "hang": "hung",
+    "cancelled": "stopped",
+    "guard_stopped": "RAM guard stop",
+}
+
+
 def _probe_status(rr: RunRecord, end: Outcome | None) -> str:
     if rr.status == "completed":
         return "ok"
@@ -106,6 +120,7 @@ def _search(sup: Supervisor, config: BenchConfig, s: SearchOptions, t0: float) -
         nonlocal stopped
         sup.emit("status", f"probe {len(probes) + 1} (at most {budget}): batch size {batch}")
         sup.emit("search_probe", {"batch_size": batch, "index": len(probes) + 1})
+        sup.timeline.mark(f"batch {batch}", "probe")  # where each probe starts, on the plot
         rr = sup.run(config.with_batch(batch))
         end = None
         output: list[str] = []
@@ -126,6 +141,7 @@ def _search(sup: Supervisor, config: BenchConfig, s: SearchOptions, t0: float) -
             or (str((rr.oom or rr.error or {}).get("message") or "").split("\n")[0][:300]),
         }
         probes.append(row)
+        sup.timeline.mark(f"batch {batch}: {PROBE_WORDS.get(status, status)}", "probe_end")
         sup.emit("search_result", row)
         if status in ("cancelled",):
             stopped = end

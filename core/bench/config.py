@@ -115,7 +115,7 @@ class BenchConfig:
                 f"allocator must be one of {', '.join(ALLOCATORS)}, not {self.allocator!r}"
             )
         if self.memory_limit_mb is not None and not 64 <= self.memory_limit_mb <= 1 << 22:
-            raise ConfigError("the GPU memory limit must be at least 64 MB")
+            raise ConfigError("the GPU memory limit must be at least 64 MiB")
         if self.memory_limit_mb is not None and self.memory_growth:
             raise ConfigError(
                 "memory growth and a memory limit cannot be combined: TensorFlow rejects a "
@@ -218,7 +218,7 @@ class BenchConfig:
         if self.memory_growth:
             knobs.append("memory growth")
         if self.memory_limit_mb:
-            knobs.append(f"GPU limit {self.memory_limit_mb} MB")
+            knobs.append(f"GPU limit {self.memory_limit_mb} MiB")
         if self.allocator != "default":
             knobs.append(self.allocator)
         if self.mixed_precision:

@@ -101,10 +101,11 @@ def run_bench(
 
 def _result(sup: Supervisor, config: BenchConfig, outcome: Outcome, rr: RunRecord) -> BenchResult:
     output = list(sup.last_output)
-    # a run that completed has nothing to explain (start-up notices are not failures)
+    # a run that completed, or that the user stopped, has nothing to explain (start-up
+    # notices are not failures, and a stopped run did not fail)
     diagnosis = (
         Diagnosis()
-        if outcome.status == "completed"
+        if outcome.status in ("completed", "cancelled")
         else sup.within_the_cap(explain(outcome, output, rr, hide=hidden_causes(config)))
     )
     return BenchResult(

@@ -28,7 +28,7 @@ def _memory_limit(cfg: BenchConfig, params: dict[str, str]) -> BenchConfig:
     try:
         return dataclasses.replace(cfg, memory_limit_mb=int(str(mb)), memory_growth=False)
     except ValueError:
-        raise FixError(f"memory_limit_mb must be a number of MB, not {mb!r}") from None
+        raise FixError(f"memory_limit_mb must be a number of MiB, not {mb!r}") from None
 
 
 def _smaller_batch(cfg: BenchConfig, params: dict[str, str]) -> BenchConfig:

@@ -10,6 +10,7 @@ trace into the same plot, "Demo" a bundled real one.
 from __future__ import annotations
 
 import dataclasses
+import html
 import logging
 from collections.abc import Callable
 from pathlib import Path
@@ -47,13 +48,13 @@ from tfdoctor.core.bench.supervisor import (
     phase_label,
 )
 from tfdoctor.core.diagnose.combine import cause_finding, rank_severity
-from tfdoctor.core.model import Finding, Target
+from tfdoctor.core.model import Finding, Severity, Target
 from tfdoctor.core.probes import nvml
 from tfdoctor.core.probes.targetrun import current_target
 from tfdoctor.gui import assets
 from tfdoctor.gui.bridges import BenchBridge
 from tfdoctor.gui.findings_view import FindingsView
-from tfdoctor.gui.pages.layout import set_enabled
+from tfdoctor.gui.pages.layout import Notice, set_enabled
 from tfdoctor.gui.telemetry_plot import TelemetryPlot, format_bytes
 
 log = logging.getLogger(__name__)
@@ -70,9 +71,36 @@ def phase_words(phase: str) -> str:
     return label[:1].upper() + label[1:]
 
 
+def _largest_clean(result: BenchResult) -> int | None:
+    r = result.recommendation or {}
+    return r.get("largest_clean_batch") if result.probes else None
+
+
+def outcome_headline(result: BenchResult) -> str:
+    """What the run's chip says: a search's result ("largest clean batch 96"), not the status
+    of its last process; a stopped run is "stopped"."""
+    o = result.outcome
+    if result.probes and o.status == "completed":
+        best = _largest_clean(result)
+        return f"largest clean batch {best}" if best else "no batch size trained"
+    return "stopped" if o.status == "cancelled" else o.status
+
+
 def causes_as_findings(result: BenchResult) -> list[Finding]:
-    """The ranked causes, shown with the findings cards: the best one as an error."""
-    return [cause_finding(c, rank_severity(i)) for i, c in enumerate(result.diagnosis.causes)]
+    """The ranked causes, shown with the findings cards: the best one as an error. For a
+    batch search they say why the first failing batch failed, which is the search's answer,
+    not an error of the search."""
+    causes = result.diagnosis.causes
+    if not result.probes:
+        return [cause_finding(c, rank_severity(i)) for i, c in enumerate(causes)]
+    failed = (result.recommendation or {}).get("first_failing_batch")
+    out = []
+    for i, c in enumerate(causes):
+        f = cause_finding(c, Severity.WARNING if i == 0 else Severity.INFO)
+        if failed:
+            f = dataclasses.replace(f, title=f"Why batch {failed} failed: {f.title}")
+        out.append(f)
+    return out
 
 
 class BenchPage(QWidget):
@@ -85,12 +113,15 @@ class BenchPage(QWidget):
         parent: QWidget | None = None,
         *,
         target_provider: Callable[[], Target | None] | None = None,
+        gpu_count_provider: Callable[[], int | None] | None = None,
         bridge: BenchBridge | None = None,
         options: SupervisorOptions | None = None,
     ) -> None:
         super().__init__(parent)
         self.setObjectName("benchPage")
         self.target_provider = target_provider or current_target
+        # how many GPUs TensorFlow sees in the target (from the checks), None when unknown
+        self.gpu_count_provider = gpu_count_provider or (lambda: None)
         self.bridge = bridge or BenchBridge(self)
         self.base_options = options or SupervisorOptions(
             sample_every_s=0.1, gpu_api=nvml.live_api()
@@ -179,6 +210,7 @@ class BenchPage(QWidget):
         lv.addWidget(self.outcome_label)
         self.causes = FindingsView(lower)
         self.causes.set_placeholder("When a run ends, why it ended appears here.")
+        self.causes.setMinimumHeight(120)  # the cause is the point: never squeezed to a line
         lv.addWidget(self.causes, 1)
         self.log_toggle = QToolButton(lower)
         self.log_toggle.setText("▸ Worker output")
@@ -310,6 +342,8 @@ class BenchPage(QWidget):
         buttons.addWidget(self.start_button)
         buttons.addWidget(self.stop_button)
         lv.addLayout(buttons)
+        self.device_notice = Notice(left)  # before the run: a GPU run on a GPU-less Python
+        lv.addWidget(self.device_notice)
         self.error_label = QLabel(left)
         self.error_label.setObjectName("errorMessage")
         self.error_label.setWordWrap(True)
@@ -334,6 +368,7 @@ class BenchPage(QWidget):
         self.log_toggle.toggled.connect(self._on_log_toggled)
         self.find_max.toggled.connect(self.max_batch.setEnabled)
         self.max_batch.setEnabled(False)
+        self.device.currentIndexChanged.connect(lambda _i: self._check_device())
         b = self.bridge
         b.sig_event.connect(self._on_bridge_event)
         b.sig_output.connect(self._on_bridge_output)
@@ -415,6 +450,7 @@ class BenchPage(QWidget):
         self.progress.show()
         self.progress.setRange(0, 0)
         self.progress.setFormat("")
+        self.progress.setMinimumWidth(0)
         self._phase, self._step = phase_words("start"), ""
         self._elapsed.start()
         self._clock.start()
@@ -436,6 +472,18 @@ class BenchPage(QWidget):
         self.target_label.setText(
             f"Python: <b>{t.label}</b> — {t.python}" if t else "Python: none selected"
         )
+        self._check_device()
+
+    def _check_device(self) -> None:
+        """Warn before the run, next to Start, when it asks for a GPU TensorFlow does not see."""
+        if self.device.currentData() == "gpu" and self.gpu_count_provider() == 0:
+            self.device_notice.say(
+                "TensorFlow sees no GPU in this Python: a GPU run would use the CPU. Pick "
+                "Device = CPU only, or see the environment checks for why.",
+                "warn",
+            )
+        else:
+            self.device_notice.clear_notice()
 
     def replay_trace(self, path: str | Path) -> bool:
         """Show a recorded trace in the plot (at once); False with a message when unreadable."""
@@ -501,20 +549,27 @@ class BenchPage(QWidget):
         self._clock.stop()
         self._set_running(False)
         o = result.outcome
-        colour = "#2e7d32" if o.status == "completed" else "#c62828"
+        headline = outcome_headline(result)
+        colour = {"completed": "#2e7d32", "cancelled": "#6b7582"}.get(o.status, "#c62828")
+        if result.probes and o.status == "completed" and not _largest_clean(result):
+            colour = "#c62828"  # a search where no batch size trained
         what = STATUSES.get(o.status, o.status)
         m = result.metrics
-        bits = [
-            f"<b style='color:{colour}'>{o.status}</b> after {o.duration_s:.1f} s: "
-            f"{o.detail.rstrip('.')}."
-        ]
-        if result.recommendation and result.recommendation.get("largest_clean_batch"):
-            r = result.recommendation
-            bits.append(
-                f"Largest clean batch <b>{r['largest_clean_batch']}</b>, recommended "
-                f"<b>{r['recommended_batch']}</b> ({len(result.probes)} probes)."
-            )
-        elif m.get("steady_steps_per_s"):
+        if _largest_clean(result):
+            r = result.recommendation or {}
+            first = r.get("first_failing_batch")
+            bits = [
+                f"<b style='color:{colour}'>{html.escape(headline)}</b> "
+                f"({len(result.probes)} probes, {o.duration_s:.1f} s): "
+                + (f"batch {first} failed; " if first else "no batch size failed; ")
+                + f"recommended <b>{r['recommended_batch']}</b>, with a safety margin."
+            ]
+        else:
+            bits = [
+                f"<b style='color:{colour}'>{html.escape(headline)}</b> after "
+                f"{o.duration_s:.1f} s: {o.detail.rstrip('.')}."
+            ]
+        if not _largest_clean(result) and m.get("steady_steps_per_s"):
             peak = ", ".join(
                 f"{d} {format_bytes(v)}" for d, v in (m.get("tf_peak_bytes") or {}).items()
             )
@@ -526,12 +581,15 @@ class BenchPage(QWidget):
         self.outcome_label.setText(" ".join(bits))
         self.outcome_label.setToolTip(what)
         self.causes.clear()
-        found = causes_as_findings(result)
+        found = [] if o.status == "cancelled" else causes_as_findings(result)
         for f in found:
             self.causes.add_finding(f)
         if not found:
             self.causes.set_placeholder(
-                "Nothing to explain: the run completed."
+                "You stopped the run: there is nothing to explain. Start it again to "
+                "reproduce the crash."
+                if o.status == "cancelled"
+                else "Nothing to explain: the run completed."
                 if o.status == "completed"
                 else "No known failure pattern in the worker's output; see the output below."
             )
@@ -547,7 +605,9 @@ class BenchPage(QWidget):
         self.log_view.horizontalScrollBar().setValue(0)
         self.progress.setRange(0, 1)
         self.progress.setValue(1)
-        self.progress.setFormat(o.status)
+        self.progress.setFormat(headline)
+        fm = self.progress.fontMetrics()  # the chip is as wide as what it says
+        self.progress.setMinimumWidth(min(260, fm.horizontalAdvance(headline) + 40))
         self._phase, self._step = "Finished", ""
         self._update_phase_label(with_time=False)
         self._status(f"Benchmark {o.status}: {o.detail}")

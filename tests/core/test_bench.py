@@ -189,6 +189,7 @@ def test_cancel_stops_the_worker_at_once() -> None:
         time.sleep(0.05)
     t.join(60)
     assert out and out[0].outcome.status == "cancelled"
+    assert not out[0].diagnosis.causes  # a run the user stopped explains nothing
     assert leftovers() == []
 
 

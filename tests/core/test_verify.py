@@ -55,7 +55,7 @@ def test_fixes_become_knobs_and_worker_variables() -> None:
     ]
     with pytest.raises(FixError, match="nothing to verify"):
         fixed_run(t, cfg, ["add_swap"])
-    with pytest.raises(FixError, match="number of MB"):
+    with pytest.raises(FixError, match="number of MiB"):
         fixed_run(t, cfg, ["memory_limit"], {"memory_limit_mb": "lots"})
 
 

@@ -83,6 +83,11 @@ def test_stop_cancels_a_hung_run(qtbot, bench) -> None:  # type: ignore[no-untyp
         qtbot.waitUntil(lambda: bench.plot.series_lengths()["step_s"] >= 3, timeout=120_000)
         bench.stop_button.click()
     assert blocker.args[0].outcome.status == "cancelled"
+    # a run the user stopped explains nothing: no cause, grey "stopped", not a red status
+    assert bench.causes.findings() == []
+    assert "You stopped the run" in bench.causes.placeholder_text()
+    assert bench.progress.format() == "stopped"
+    assert "color:#6b7582'>stopped</b>" in bench.outcome_label.text()
     assert child_processes() == []
 
 
@@ -94,6 +99,14 @@ def test_the_bundled_real_trace_replays(qtbot, bench) -> None:  # type: ignore[n
     assert any("killed" in m for m in bench.plot.marker_labels())
     assert "ram_cap" in bench.plot.limits
     assert "OOM" in bench.outcome_label.text()
+    # the legend is a row above the plot, not a box over the data; phases are a row under it
+    assert bench.plot.memory.getPlotItem().legend is None
+    legend = bench.plot.legend_names()
+    assert bench.plot.legend_label.isVisible()
+    assert "System RAM used" in legend and "Worker RSS" in legend
+    assert bench.plot.phase_label.text().startswith("Phases: import ")
+    phase_lines = [m for m in bench.plot.markers if m.category == "phase"]
+    assert phase_lines and not any(hasattr(m, "label") for m in phase_lines)  # no text on them
     bench.grab().save(os.path.join(SCREENSHOT_DIR, "tfdoctor-bench-demo.png"))
 
 
@@ -159,3 +172,38 @@ def test_every_knob_and_button_explains_itself(qtbot) -> None:  # type: ignore[n
         and w.parent() is not None and not isinstance(w.parent(), QSpinBox)
     ]  # fmt: skip
     assert silent == []
+
+
+NEEDS_MEMCG = pytest.mark.skipif(
+    __import__("tfdoctor.core.bench.memcg", fromlist=["x"]).unavailable() is not None,
+    reason="no memory cgroup here",
+)
+
+
+@NEEDS_MEMCG
+def test_a_real_batch_search_names_each_probe_and_says_its_result(qtbot, bench) -> None:  # type: ignore[no-untyped-def]
+    """Under a real 1100 MiB RAM cap the kernel kills the larger batches: the chip says the
+    search's answer, the plot names every probe's batch size and outcome, and the card says
+    why the first failing batch failed (a warning: it is the answer, not an error)."""
+    from tfdoctor.core.model import Severity
+
+    bench.set_config(BenchConfig(preset="mlp", batch_size=1024, steps=20, device="cpu"))
+    bench.ram_cap.setValue(1100)
+    bench.find_max.setChecked(True)
+    bench.max_batch.setValue(8192)
+    result = run(qtbot, bench)
+    r = result.recommendation
+    assert result.outcome.status == "completed" and r and r["largest_clean_batch"], result.probes
+    best, failed = r["largest_clean_batch"], r["first_failing_batch"]
+    assert bench.progress.format() == f"largest clean batch {best}"
+    assert f">largest clean batch {best}</b>" in bench.outcome_label.text()
+    assert f"batch {failed} failed" in bench.outcome_label.text()
+    assert [b for b, _, _ in bench.plot.probes] == [p["batch_size"] for p in result.probes]
+    assert (failed, "RAM OOM kill", False) in bench.plot.probes
+    strip = bench.plot.phase_label.text()
+    assert strip.startswith("Batch sizes tried: 1024 ✓") and f"{failed} ✗ RAM OOM kill" in strip
+    found = bench.causes.findings()
+    assert found and found[0].title.startswith(f"Why batch {failed} failed: ")
+    assert found[0].severity is Severity.WARNING
+    assert child_processes() == []
+    bench.grab().save(os.path.join(SCREENSHOT_DIR, "tfdoctor-bench-search.png"))
