@@ -7,6 +7,10 @@ DEV_STAMP := $(VENV)/.installed-dev
 # The official CPU-only TensorFlow build (same version as the venv's), unpacked once at set-up
 # for the tests that check a real tensorflow-cpu install: tests download nothing while running.
 TF_CPU := $(VENV)/opt/tensorflow-cpu
+# what Qt's xcb platform loads (PySide6 wheels carry Qt, not these)
+X_LIBS := libxcb-cursor0 libxcb-icccm4 libxcb-image0 libxcb-keysyms1 libxcb-randr0 \
+	libxcb-render-util0 libxcb-shape0 libxcb-xfixes0 libxcb-xkb1 libxcb-sync1 \
+	libxkbcommon-x11-0 libegl1 libgl1 libfontconfig1 libdbus-1-3 libglib2.0-0
 
 .PHONY: app test test-fast setup lint perf clean bundle
 
@@ -26,10 +30,19 @@ $(DEV_STAMP): $(APP_STAMP)
 		$(BIN)/python -m pip install --quiet --no-deps --target $(TF_CPU) "tensorflow-cpu==$$v" && \
 		echo "$$v" > $(TF_CPU)/.complete; \
 	fi
-	@# strace injects the kills of the crash-point tests (Debian's package; root installs it)
-	@command -v strace >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null \
-		&& apt-get update -qq && apt-get install -y -qq strace >/dev/null; } \
-		|| echo "note: strace is not installed: the crash-point tests will be skipped"
+	@# Debian's packages, installed when root: strace injects the kills of the crash-point
+	@# tests; Xvfb, Qt's X libraries and a font run the real-window tests (tools/window_tour.py)
+	@pkgs=""; command -v strace >/dev/null || pkgs="strace"; \
+	command -v Xvfb >/dev/null || pkgs="$$pkgs xvfb"; \
+	ldconfig -p | grep -q 'libxcb-cursor.so.0 ' || pkgs="$$pkgs $(X_LIBS)"; \
+	fc-list 2>/dev/null | grep -qi dejavu || pkgs="$$pkgs fonts-dejavu-core"; \
+	if [ -n "$$pkgs" ]; then \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+			apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+				apt-get install -y -qq --no-install-recommends $$pkgs >/dev/null; \
+		else echo "note: not installed:$$pkgs (as root, make setup installs them): the" \
+			"tests that need them are skipped"; fi; \
+	fi
 	touch $(DEV_STAMP)
 
 setup: $(DEV_STAMP)

@@ -273,6 +273,12 @@ class FindingsView(QScrollArea):
         self.setFrameShape(QFrame.Shape.NoFrame)
         self._inner = QWidget()
         self._inner.setObjectName("findingsInner")
+        # the scroll area sizes the cards by their height at the view's width (word-wrapped
+        # text): without this it used a height from an older width, one line short after the
+        # window narrowed
+        policy = self._inner.sizePolicy()
+        policy.setHeightForWidth(True)
+        self._inner.setSizePolicy(policy)
         self._column = QVBoxLayout(self._inner)
         self._column.setContentsMargins(0, 0, 6, 0)
         self._column.setSpacing(6)
@@ -286,6 +292,7 @@ class FindingsView(QScrollArea):
         self._cards: list[FindingCard] = []
         self._keys: list[tuple[int, str, str, int]] = []
         self._arrivals = 0
+        self._header_count = 0  # widgets set above the cards (set_header)
         self._show_passed = False
         self._placeholder_text = "Findings appear here as each check finishes."
         self._fixes: dict[str, tuple[str, str]] | None = None
@@ -327,11 +334,18 @@ class FindingsView(QScrollArea):
             card.hide()  # explicitly hidden: the layout will not show it
         self._keys.insert(pos, key)
         self._cards.insert(pos, card)
-        # +1: the placeholder sits first; a ranked view's headings sit between its cards
-        self._column.insertWidget(pos + 1 + len(self._headings), card)
+        # the headers, then the placeholder sit first; a ranked view's headings sit between
+        # its cards
+        self._column.insertWidget(pos + self._header_count + 1 + len(self._headings), card)
         self._update_placeholder()
         self.sig_counts_changed.emit()
         return card
+
+    def set_header(self, widget: QWidget) -> None:
+        """Put a widget above the cards that scrolls with them (one scroll area, not two)."""
+        widget.setParent(self._inner)
+        self._column.insertWidget(self._header_count, widget)
+        self._header_count += 1
 
     def add_heading(self, text: str) -> QLabel:
         """A section heading after the cards so far (a ranked view: cards keep their order)."""
@@ -351,6 +365,7 @@ class FindingsView(QScrollArea):
     def clear(self) -> None:
         for w in [*self._cards, *self._headings]:
             self._column.removeWidget(w)
+            w.hide()  # at once; deleted when Qt can
             w.deleteLater()
         self._headings.clear()
         self._cards.clear()

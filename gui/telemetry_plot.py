@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt, QTimer
-from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QHBoxLayout, QLabel, QVBoxLayout, QWidget
 
 from tfdoctor.core import series
 
@@ -138,7 +138,7 @@ class TelemetryPlot(QWidget):
         self.steps.showGrid(x=False, y=True, alpha=0.25)
         self.steps.setLabel("left", "step", units="s")
         self.steps.setXLink(self.memory)
-        self.steps.setMaximumHeight(130)
+        self.steps.setMaximumHeight(110)
         self.speed_label = QLabel(self)
         self.speed_label.setObjectName("speedLabel")
         self.empty_label = QLabel(
@@ -150,8 +150,11 @@ class TelemetryPlot(QWidget):
         layout.addWidget(self.empty_label)
         layout.addWidget(self.legend_label)
         layout.addWidget(self.memory, 3)
-        layout.addWidget(self.phase_label)
-        layout.addWidget(self.speed_label)
+        under = QHBoxLayout()  # the phases (or a search's probes) and the speed share a row
+        under.addWidget(self.phase_label, 1)
+        top_right = Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignTop
+        under.addWidget(self.speed_label, 0, top_right)
+        layout.addLayout(under)
         layout.addWidget(self.steps, 1)
         self._timer = QTimer(self)
         self._timer.setInterval(FRAME_MS)
@@ -179,6 +182,7 @@ class TelemetryPlot(QWidget):
         self._dirty: set[str] = set()
         self.step_column = _Column()
         self.step_curve = self.steps.plot(pen=pg.mkPen("#8c8c8c", width=1))
+        self.steps.hide()
         self._configure(self.step_curve)
         self.speed_label.setText("")
         self.empty_label.show()
@@ -343,6 +347,7 @@ class TelemetryPlot(QWidget):
             if name == "__steps":
                 c = self.step_column
                 self.step_curve.setData(c.x[: c.n], c.y[: c.n])
+                self.steps.setVisible(c.n > 1)  # no room taken before there are step times
                 continue
             col = self.columns[name]
             self.curves[name].setData(col.x[: col.n], col.y[: col.n])
@@ -393,12 +398,14 @@ class TelemetryPlot(QWidget):
     def _update_strip(self) -> None:
         """The row under the plot: a search's probes (batch size and outcome), else the phases
         of the run with their times."""
+        nb = "\u00a0"  # an entry wraps whole: never "5.8 / s"
         if self.probes or self._probe_start is not None:
-            text = "Batch sizes tried: " + " · ".join(
-                f"{n} {'✓' if ok else '✗ ' + w}" for n, w, ok in self.probes
-            )
+            entries = [f"{n} {'✓' if ok else '✗ ' + w}" for n, w, ok in self.probes]
+            text = "Batch sizes tried: "
         else:
-            text = "Phases: " + " · ".join(f"{name} {at:.1f} s" for at, name in self._phases)
+            entries = [f"{name} {at:.1f} s" for at, name in self._phases]
+            text = "Phases: "
+        text += " · ".join(e.replace(" ", nb) for e in entries)
         self.phase_label.setText(text)
         self.phase_label.show()
 
@@ -435,8 +442,8 @@ class ComparisonPlot(pg.PlotWidget):  # type: ignore[misc]  # pyqtgraph is untyp
         self.setMinimumHeight(180)
         self.showGrid(x=False, y=True, alpha=0.25)
         self.setLabel("bottom", "time", units="s")
-        self.addLegend(offset=(10, 10), labelTextSize="8pt")
         self.curves: dict[str, pg.PlotDataItem] = {}
+        self.legend_entries: list[tuple[str, str, bool]] = []  # shown as a row above the plot
         top, right = 0.0, 0.0
         for label, items, style in (
             ("before", before, Qt.PenStyle.DashLine),
@@ -444,8 +451,10 @@ class ComparisonPlot(pg.PlotWidget):  # type: ignore[misc]  # pyqtgraph is untyp
         ):
             for name, (xs, ys) in _series(items).items():
                 pen = pg.mkPen(self.COLOURS.get(name, "#444"), width=1, style=style)
-                curve = self.plot(xs, ys, pen=pen, name=f"{name} ({label})")
+                curve = self.plot(xs, ys, pen=pen)
                 self.curves[f"{name} ({label})"] = curve
+                colour = self.COLOURS.get(name, "#444")
+                self.legend_entries.append((f"{name} ({label})", colour, label == "before"))
                 top, right = max(top, max(ys, default=0.0)), max(right, max(xs, default=0.0))
         self.getAxis("left").setWidth(64)
         # both runs whole, from zero: the point is to compare their heights

@@ -202,15 +202,17 @@ class BenchPage(QWidget):
         lv = QVBoxLayout(lower)
         lv.setContentsMargins(0, 0, 0, 0)
         lv.setSpacing(4)
-        self.outcome_label = QLabel(lower)
+        self.outcome_label = QLabel()
         self.outcome_label.setObjectName("summaryLabel")
         self.outcome_label.setTextFormat(Qt.TextFormat.RichText)
         self.outcome_label.setWordWrap(True)
         self.outcome_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        lv.addWidget(self.outcome_label)
         self.causes = FindingsView(lower)
+        # the outcome scrolls with the causes under it: at 700 px high a long outcome is
+        # scrolled to, never cut off, and there is one scroll area, not two
+        self.causes.set_header(self.outcome_label)
         self.causes.set_placeholder("When a run ends, why it ended appears here.")
-        self.causes.setMinimumHeight(120)  # the cause is the point: never squeezed to a line
+        self.causes.setMinimumHeight(140)  # the cause is the point: never squeezed to a line
         lv.addWidget(self.causes, 1)
         self.log_toggle = QToolButton(lower)
         self.log_toggle.setText("▸ Worker output")
@@ -611,7 +613,11 @@ class BenchPage(QWidget):
         self._phase, self._step = "Finished", ""
         self._update_phase_label(with_time=False)
         self._status(f"Benchmark {o.status}: {o.detail}")
-        if o.status != "completed" and not self.log_toggle.isChecked():
+        # the output opens by itself for a stack to read (a crash, a hang, an exception) or
+        # when no cause explains the end; a kill's cause card carries its kernel line, and
+        # the plot needs the room
+        stack = o.status in ("crashed", "hang", "exception")
+        if o.status not in ("completed", "cancelled") and (stack or not found):
             self.log_toggle.setChecked(True)
 
     def _on_bridge_failed(self, message: str) -> None:

@@ -119,6 +119,7 @@ class DiagnosisPage(QWidget):
             item = self.moments.takeAt(0)
             widget = item.widget() if item is not None else None
             if widget is not None:
+                widget.hide()  # at once; deleted when Qt can
                 widget.deleteLater()
         for rc in [*self.ranked, *self.experiments]:
             at = next((e.at for e in rc.cause.evidence if e.at is not None), None)

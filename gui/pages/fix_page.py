@@ -32,7 +32,7 @@ from tfdoctor.core.knowledge import catalog
 from tfdoctor.core.session import Session
 from tfdoctor.gui.pages.layout import Notice, page_layout, set_enabled
 from tfdoctor.gui.tasks import Task
-from tfdoctor.gui.telemetry_plot import ComparisonPlot, format_bytes
+from tfdoctor.gui.telemetry_plot import ComparisonPlot, format_bytes, legend_html
 
 log = logging.getLogger(__name__)
 
@@ -99,6 +99,7 @@ class FixRow(QFrame):
         self.next_buttons = QHBoxLayout()  # after "not fixed": what to try next
         lay.addLayout(self.next_buttons)
         self.comparison: ComparisonPlot | None = None
+        self.comparison_legend: QLabel | None = None
 
     def add_button(
         self, text: str, tip: str, slot: Any, enabled: bool = True, why_not: str = ""
@@ -127,6 +128,7 @@ class FixPage(QWidget):
         self.session = session
         self.fix_ids: list[str] = []
         self.rows: dict[str, FixRow] = {}
+        self._shown_for: object = None  # the analysis the rows were made for
         self._params: dict[str, str] = {}  # measured values for the fixes' parameters
         root = page_layout(
             self,
@@ -151,6 +153,9 @@ class FixPage(QWidget):
         scroll.setWidgetResizable(True)
         scroll.setFrameShape(QFrame.Shape.NoFrame)
         inner = QWidget(scroll)
+        policy = inner.sizePolicy()  # rows are sized by their height at the view's width
+        policy.setHeightForWidth(True)
+        inner.setSizePolicy(policy)
         self.column = QVBoxLayout(inner)
         self.column.setContentsMargins(0, 0, 6, 0)
         self.column.setSpacing(6)
@@ -176,11 +181,17 @@ class FixPage(QWidget):
         return self._verifying is not None
 
     def refresh(self) -> None:
-        for row in self.rows.values():
+        analysis = self.session.analysis()
+        if analysis is not None and analysis is self._shown_for:
+            self._update_undo()  # the same evidence: keep the rows, their results and plots
+            return
+        self._shown_for = analysis
+        for row in self.rows.values():  # gone from the page now, deleted when Qt can
+            self.column.removeWidget(row)
+            row.hide()
             row.deleteLater()
         self.rows.clear()
         known = catalog.fixes()
-        analysis = self.session.analysis()
         if analysis is None:  # the window has it made off the GUI thread and refreshes us
             self.fix_ids, self._params = [], {}
             self.note.setText("Reading the evidence: the fixes follow from it.")
@@ -441,10 +452,19 @@ class FixPage(QWidget):
             + (f"<br>So far: {html.escape(summary)}." if len(self.tried) > 1 else "")
         )
         if row.comparison is not None:
+            row.comparison.hide()
             row.comparison.deleteLater()
+        if row.comparison_legend is not None:
+            row.comparison_legend.hide()
+            row.comparison_legend.deleteLater()
         row.comparison = ComparisonPlot(v.before_telemetry, v.after_telemetry, row)
+        # the legend is a row above the plot: it never covers the curves
+        row.comparison_legend = QLabel(legend_html(row.comparison.legend_entries), row)
+        row.comparison_legend.setTextFormat(Qt.TextFormat.RichText)
+        row.comparison_legend.setWordWrap(True)
         layout = row.layout()
         if layout is not None:
+            layout.addWidget(row.comparison_legend)
             layout.addWidget(row.comparison)
         if not v.after["survived"]:
             self._offer_next(fid)
@@ -483,6 +503,7 @@ class FixPage(QWidget):
                 item = row.next_buttons.takeAt(0)
                 w = item.widget() if item is not None else None
                 if w is not None:
+                    w.hide()
                     w.deleteLater()
 
     def _verifiable_all(self, fids: list[str]) -> bool:

@@ -104,7 +104,7 @@ def test_the_bundled_real_trace_replays(qtbot, bench) -> None:  # type: ignore[n
     legend = bench.plot.legend_names()
     assert bench.plot.legend_label.isVisible()
     assert "System RAM used" in legend and "Worker RSS" in legend
-    assert bench.plot.phase_label.text().startswith("Phases: import ")
+    assert bench.plot.phase_label.text().startswith("Phases: import\u00a0")
     phase_lines = [m for m in bench.plot.markers if m.category == "phase"]
     assert phase_lines and not any(hasattr(m, "label") for m in phase_lines)  # no text on them
     bench.grab().save(os.path.join(SCREENSHOT_DIR, "tfdoctor-bench-demo.png"))
@@ -201,6 +201,7 @@ def test_a_real_batch_search_names_each_probe_and_says_its_result(qtbot, bench) 
     assert [b for b, _, _ in bench.plot.probes] == [p["batch_size"] for p in result.probes]
     assert (failed, "RAM OOM kill", False) in bench.plot.probes
     strip = bench.plot.phase_label.text()
+    strip = strip.replace("\u00a0", " ")
     assert strip.startswith("Batch sizes tried: 1024 ✓") and f"{failed} ✗ RAM OOM kill" in strip
     found = bench.causes.findings()
     assert found and found[0].title.startswith(f"Why batch {failed} failed: ")

@@ -246,6 +246,15 @@ def test_apply_and_verify_shows_before_and_after(qtbot, window) -> None:  # type
     assert row.comparison is not None
     names = set(row.comparison.curves)
     assert {"Worker RSS (before)", "Worker RSS (after)"} <= names
+    # its legend is a row above the plot, not a box over the curves
+    assert row.comparison.getPlotItem().legend is None
+    assert row.comparison_legend is not None and "Worker&nbsp;RSS&nbsp;(before)" in (
+        row.comparison_legend.text()
+    )
+    # leaving the page and coming back keeps the result (the rows were rebuilt, and lost it)
+    window.go("export")
+    window.go("fix")
+    assert fix_page.rows["stream_tf_data"] is row and "Fixed" in row.result.text()
     window.grab().save(os.path.join(SCREENSHOT_DIR, "tfdoctor-verify.png"))
     # the user's GPU-OOM log arrives: it leads; the capped run's kill stays tfdoctor's own
     window.session.add_log("oom.log", (CORPUS / "004_gpu_oom.txt").read_bytes())
@@ -350,7 +359,8 @@ def test_stopping_a_kernel_never_freezes_the_window(qtbot, window, monkeypatch) 
         monkeypatch.setattr(window, "timerEvent", lambda _e: ticks.append(time.monotonic()))
         qtbot.waitUntil(lambda: "SIGKILL" in messages[-1], timeout=60_000)
         window.killTimer(timer_id)
-        assert not km.is_alive()
+        # SIGKILL is sent; the kernel is gone as soon as the kernel delivers it
+        qtbot.waitUntil(lambda: not km.is_alive(), timeout=5000)
         assert len(ticks) >= 20  # the event loop ran on (every 50 ms) while it waited
     finally:
         if km.has_kernel:
