@@ -14,9 +14,10 @@ The audit, per size and page:
   that does not wrap shows its whole text;
 - no horizontal scroll bar, except on the views of raw logs (they keep long lines whole).
 
-Run it under X (Xvfb) to see what the real platform draws (tests/gui/test_real_window.py does):
+Run it on X to see what the real platform draws; --xvfb starts a private Xvfb server for it
+(tests/gui/test_real_window.py does this):
 
-    DISPLAY=:99 QT_QPA_PLATFORM=xcb python tools/window_tour.py --out build/window-tour
+    python tools/window_tour.py --xvfb --out build/window-tour
 
 It writes OUT/<width>x<height>/<nn>-<page>.png and OUT/report.json, and exits 1 when the audit
 found a problem (each one is printed).
@@ -53,7 +54,10 @@ def main() -> int:
     ap.add_argument("--out", type=Path, default=REPO / "build" / "window-tour")
     ap.add_argument("--sizes", default=",".join(f"{w}x{h}" for w, h in SIZES))
     ap.add_argument("--quick", action="store_true", help="no real check, run or verify")
+    ap.add_argument("--xvfb", action="store_true", help="run on a private Xvfb server")
     args = ap.parse_args()
+    if args.xvfb:
+        return on_xvfb([a for a in sys.argv[1:] if a != "--xvfb"])
     sizes = [parse_size(s) for s in args.sizes.split(",") if s]
 
     from PySide6.QtWidgets import QApplication
@@ -71,6 +75,40 @@ def main() -> int:
     print(f"{len(problems)} problem(s); screenshots in {args.out}")
     tour.close()
     return 1 if problems else 0
+
+
+def on_xvfb(argv: list[str]) -> int:
+    """Run this tour on a private Xvfb server (its display number chosen by Xvfb), on Qt's
+    real X platform (xcb), and stop the server after. 3 when Xvfb cannot start."""
+    import shutil
+    import subprocess
+
+    if shutil.which("Xvfb") is None:
+        print("window_tour: Xvfb is not installed (apt-get install xvfb)", file=sys.stderr)
+        return 3
+    read, write = os.pipe()
+    server = subprocess.Popen(
+        ["Xvfb", "-displayfd", str(write), "-screen", "0", "1920x1080x24", "-nolisten", "tcp"],
+        pass_fds=(write,),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    os.close(write)
+    try:
+        with os.fdopen(read) as fh:
+            number = fh.readline().strip()
+        if not number:
+            print("window_tour: Xvfb did not start", file=sys.stderr)
+            return 3
+        env = {**os.environ, "DISPLAY": f":{number}", "QT_QPA_PLATFORM": "xcb"}
+        return subprocess.run([sys.executable, __file__, *argv], env=env, check=False).returncode
+    finally:
+        server.terminate()
+        try:
+            server.wait(10)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
 
 
 class Tour:

@@ -89,3 +89,25 @@ def test_export_opens_only_with_something_to_export_and_says_why_not(qtbot) -> N
     assert isinstance(button, QPushButton) and not button.isEnabled()
     assert button.toolTip().startswith("No fix script yet:")
     assert w.export_page.save_button.isEnabled()
+
+
+def test_a_gpu_run_on_a_python_without_a_gpu_is_warned_of_before_start(qtbot) -> None:  # type: ignore[no-untyped-def]
+    from tfdoctor.gui.pages.bench_page import BenchPage
+
+    seen: dict[str, int | None] = {"gpus": None}
+    page = BenchPage(gpu_count_provider=lambda: seen["gpus"])
+    qtbot.addWidget(page)
+    page.show()
+    page.device.setCurrentIndex(page.device.findData("gpu"))
+    assert not page.device_notice.isVisible()  # not checked yet: nothing to warn of
+    seen["gpus"] = 0  # the check found no GPU in this Python
+    page.refresh_target()
+    assert page.device_notice.isVisible() and page.device_notice.kind == "warn"
+    assert page.device_notice.text().startswith("TensorFlow sees no GPU in this Python")
+    page.device.setCurrentIndex(page.device.findData("cpu"))
+    assert not page.device_notice.isVisible()
+    page.device.setCurrentIndex(page.device.findData("gpu"))
+    assert page.device_notice.isVisible()
+    seen["gpus"] = 1
+    page.refresh_target()
+    assert not page.device_notice.isVisible()
