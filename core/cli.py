@@ -231,6 +231,40 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--json", action="store_true", help="print the result as JSON")
     b.add_argument("--no-color", action="store_true", help="no ANSI colours")
 
+    wat = sub.add_parser(
+        "watch",
+        help="watch your own training (a Jupyter kernel, a PID, or a command) and say why it died",
+        description="Follow the memory of your own training process (RSS with its children, "
+        "every GPU and every process's VRAM on it, RAM, swap, its cgroup limit), print a line "
+        "a second, record a bounded trace, and when the process ends say why from what was "
+        "seen (its exit status, the kernel log's OOM-kill and Xid lines for it). Run "
+        "`tfdoctor watch --first-cell` and paste it as the notebook's first cell to add "
+        "TensorFlow's own numbers. Ctrl-C stops watching.",
+    )
+    which = wat.add_mutually_exclusive_group()
+    which.add_argument("--pid", type=_pid, metavar="PID", help="a running process")
+    which.add_argument(
+        "--kernel", metavar="ID", help="a running Jupyter kernel: its id (or prefix) or notebook"
+    )
+    wat.add_argument("--record", metavar="FILE", help="write the trace to FILE (bounded)")
+    wat.add_argument("--force", action="store_true", help="replace FILE if it exists")
+    wat.add_argument("--json", action="store_true", help="print the verdict as JSON")
+    wat.add_argument(
+        "--interval-ms", type=int, default=250, metavar="N", help="sampling interval (250)"
+    )
+    wat.add_argument(
+        "--tf-file",
+        metavar="FILE",
+        help="where the first cell writes TensorFlow's numbers (default: "
+        "~/.tfdoctor/watch/tf.jsonl)",
+    )
+    wat.add_argument(
+        "--first-cell", action="store_true", help="print the notebook's first cell and exit"
+    )
+    wat.add_argument(
+        "cmd", nargs=argparse.REMAINDER, metavar="-- COMMAND", help="start it and watch it"
+    )
+
     mon = sub.add_parser(
         "monitor",
         help="print live RAM, swap, GPU memory and process memory (optionally recorded)",
@@ -385,6 +419,8 @@ def main(argv: Sequence[str] | None = None, open_app: OpenApp | None = None) -> 
             return cmd_bench(args)
         if args.command == "monitor":
             return cmd_monitor(args)
+        if args.command == "watch":
+            return cmd_watch(args)
         if args.command == "fixes":
             return cmd_fixes(args)
         if args.command == "export-fix":
@@ -834,6 +870,87 @@ def monitor_line(sample: dict[str, Any]) -> str:
 
 
 CSV_COLUMNS = ("t", "ram_used", "ram_total", "swap_used")
+
+
+def cmd_watch(args: argparse.Namespace) -> int:
+    import subprocess as _subprocess
+
+    from tfdoctor.core.bench import observe
+    from tfdoctor.core.paths import state_dir
+    from tfdoctor.core.probes import nvml
+
+    tf_file = Path(args.tf_file) if args.tf_file else state_dir() / "watch" / "tf.jsonl"
+    if args.first_cell:
+        print(observe.first_cell(tf_file), end="")
+        return EXIT_OK
+    if not 5 <= args.interval_ms <= 60_000:
+        return _fail("--interval-ms must be from 5 to 60000")
+    command = args.cmd[1:] if args.cmd[:1] == ["--"] else list(args.cmd)
+    if command and (args.pid is not None or args.kernel):
+        return _fail("watch a running process (--pid, --kernel) or start one (-- COMMAND)")
+    if args.record:
+        refused = refuse_existing(Path(args.record), args.force)
+        if refused:
+            return _fail(refused)
+    try:
+        tf_file.parent.mkdir(parents=True, exist_ok=True)
+        if command:
+            env = {**os.environ, "TFDOCTOR_WATCH_FILE": str(tf_file)}
+            try:
+                child = _subprocess.Popen(command, env=env)
+            except OSError as exc:
+                return _fail(f"cannot start {command[0]}: {exc.strerror or exc}")
+            watched = observe.Watched(child.pid, " ".join(command)[:80], child=child)
+        else:
+            watched = observe.resolve(args.pid, args.kernel)
+        observer = observe.Observer(
+            watched,
+            record=args.record,
+            interval_s=args.interval_ms / 1000,
+            gpu_api=nvml.live_api(),
+            tf_file=tf_file,
+        )
+    except observe.WatchError as exc:
+        return _fail(str(exc))
+    except OSError as exc:
+        return _fail(f"{getattr(exc, 'filename', None) or 'watch'}: {exc.strerror or exc}")
+    tty = sys.stdout.isatty() and not args.json
+    if not args.json:
+        print(f"watching {watched.label}; Ctrl-C stops", flush=True)
+
+    def tick(sample: dict[str, Any] | None) -> None:
+        if sample is not None and not args.json:
+            line = monitor_line(sample)[:200]
+            print(f"\r\033[K{line}" if tty else line, end="" if tty else "\n", flush=True)
+
+    observer.start()
+    try:
+        result = observer.wait(on_tick=tick)
+    except KeyboardInterrupt:
+        observer.stop()
+        result = observer.wait()
+    if tty:
+        print()
+    if args.json:
+        print(json.dumps(result.to_json(), indent=2))
+        return EXIT_OK
+    print(f"{watched.label}: {result.ending.words()} after {result.duration_s:.0f} s")
+    for line in result.ending.restart_lines[:2]:
+        print(f"  Jupyter: {line}")
+    if result.ending.normal:
+        print("Nothing to explain: it ended normally." if result.ending.how != "running"
+              else "Stopped watching: it is still running.")  # fmt: skip
+    elif not result.causes:
+        print("No cause found in what the watch saw. Run it again under watch with the first "
+              "cell (tfdoctor watch --first-cell) for TensorFlow's own numbers.")  # fmt: skip
+    for i, cause in enumerate(result.causes):
+        print(f"{'Most likely' if i == 0 else 'Also'}: {cause.title} ({cause.confidence:.0%})")
+        for ev in cause.evidence[:3]:
+            print(f"    {ev.text}")
+    if result.trace is not None:
+        print(f"trace: {result.trace} (open it on the Reproduce page, or tfdoctor diagnose "
+              f"--trace)")  # fmt: skip
+    return EXIT_OK
 
 
 def cmd_monitor(args: argparse.Namespace) -> int:

@@ -52,19 +52,45 @@ class TraceError(ValueError):
 class TraceWriter:
     """Append-only JSON lines, flushed and fsynced at least every second."""
 
-    def __init__(self, path: str | os.PathLike[str], header: dict[str, Any]) -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        header: dict[str, Any],
+        *,
+        max_bytes: int | None = None,
+    ) -> None:
+        """`max_bytes`: keep the trace bounded: past it, the file becomes `PATH.1` (the one
+        before is dropped) and a new one starts, so the last stretch always survives."""
         self.path = Path(path)
+        self.max_bytes = max_bytes
+        self._header = {"format": TRACE_FORMAT, "version": TRACE_VERSION, **header}
         self._fh: TextIO | None = self.path.open("w", encoding="utf-8")
         self._lock = threading.Lock()
         self._last_sync = 0.0
-        self.write({"format": TRACE_FORMAT, "version": TRACE_VERSION, **header}, force=True)
+        self._written = 0
+        self.write(self._header, force=True)
+
+    def _rotate(self) -> None:
+        assert self._fh is not None
+        self._fh.flush()
+        os.fsync(self._fh.fileno())
+        self._fh.close()
+        os.replace(self.path, rotated_path(self.path))
+        self._fh = self.path.open("w", encoding="utf-8")
+        header = json.dumps(self._header, separators=(",", ":")) + "\n"
+        self._fh.write(header)
+        self._written = len(header)
 
     def write(self, item: dict[str, Any], force: bool = False) -> None:
         with self._lock:
             if self._fh is None:
                 return
             try:
-                self._fh.write(json.dumps(item, separators=(",", ":")) + "\n")
+                line = json.dumps(item, separators=(",", ":")) + "\n"
+                if self.max_bytes is not None and self._written + len(line) > self.max_bytes:
+                    self._rotate()
+                self._fh.write(line)
+                self._written += len(line)
                 now = time.monotonic()
                 if force or now - self._last_sync >= 1.0:
                     self._fh.flush()
@@ -355,6 +381,27 @@ def read_trace(
                     items.append((kind, rec))
     if header is None:
         raise TraceError(f"{path}: empty file, not a tfdoctor trace")
+    return header, items
+
+
+def rotated_path(path: str | os.PathLike[str]) -> Path:
+    """Where a bounded trace keeps the stretch before its current file."""
+    p = Path(path)
+    return p.with_name(p.name + ".1")
+
+
+def read_bounded_trace(
+    path: str | os.PathLike[str],
+) -> tuple[dict[str, Any], list[tuple[str, dict[str, Any]]]]:
+    """A bounded trace whole: `PATH.1` (when it rotated), then `PATH`. Raises like read_trace."""
+    header, items = read_trace(path)
+    older = rotated_path(path)
+    if older.is_file():
+        try:
+            _, before = read_trace(older)
+        except TraceError:
+            before = []
+        items = before + items
     return header, items
 
 

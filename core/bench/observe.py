@@ -1,0 +1,298 @@
+"""Watch the user's own training process (a Jupyter kernel, any PID, or a command it starts)
+and, when it dies, say why from what was seen.
+
+An `Observer` samples the process (its RSS with its children's), the machine (RAM, swap, its
+memory cgroup), every GPU and every process's VRAM on it, into a `Timeline` that is also
+written to a bounded, crash-safe trace. It tails the JSON lines the notebook's first cell
+writes (`first_cell`: TensorFlow's memory in use and peak, step times, tracing counts, an OOM's
+message). When the process ends it reads how: the exit status of a child; for another
+process, its disappearance and the kernel log's OOM-kill and Xid lines for its PID. The
+verdict is `diagnose.watch_rules.watched_causes` over the trace and that ending.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import signal
+import subprocess
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from tfdoctor.core import telemetry
+from tfdoctor.core.bench import evidence, memcg
+from tfdoctor.core.diagnose.watch_rules import Ending, watched_causes
+from tfdoctor.core.model import Cause
+from tfdoctor.core.probes import jupyter, system
+
+log = logging.getLogger(__name__)
+
+TRACE_MAX_BYTES = 64 << 20  # a trace file's bound; the stretch before it is kept as FILE.1
+CELL_SOURCE = Path(__file__).resolve().parents[1] / "probes" / "target" / "watch_cell.py"
+CELL_PLACEHOLDER = "__TFDOCTOR_WATCH_FILE__"
+
+
+class WatchError(ValueError):
+    """What to watch cannot be watched; the message is one line for people."""
+
+
+def first_cell(tf_file: str | os.PathLike[str]) -> str:
+    """The notebook's first cell (TensorFlow and the standard library only), writing to
+    `tf_file`, for the user to copy."""
+    return CELL_SOURCE.read_text(encoding="utf-8").replace(CELL_PLACEHOLDER, str(tf_file))
+
+
+@dataclass
+class Watched:
+    """The process to watch, and what is known of it."""
+
+    pid: int
+    label: str
+    kernel_id: str | None = None
+    notebook: str | None = None
+    child: subprocess.Popen[bytes] | None = None
+
+
+def resolve(pid: int | None = None, kernel: str | None = None) -> Watched:
+    """The process a `--pid` or `--kernel` (an id, its prefix, or a notebook path) names.
+
+    Raises:
+        WatchError: no such process or kernel, or several kernels match.
+    """
+    if pid is not None:
+        try:
+            proc = psutil.Process(pid)
+            name = proc.name()
+        except psutil.NoSuchProcess:
+            raise WatchError(f"no process {pid}") from None
+        except psutil.AccessDenied:
+            name = "process"
+        for k in jupyter.running_kernels(lookup_servers=False):
+            if k["pid"] == pid:
+                return Watched(pid, f"Jupyter kernel {k['kernel_id']}", k["kernel_id"])
+        return Watched(pid, f"{name} (pid {pid})")
+    if not kernel:
+        raise WatchError("name a process (--pid) or a Jupyter kernel (--kernel)")
+    kernels = jupyter.running_kernels()
+    found = [
+        k
+        for k in kernels
+        if (k.get("kernel_id") or "").startswith(kernel)
+        or (k.get("notebook_path") or "") == kernel
+        or Path(k.get("notebook_path") or "/").name == kernel
+    ]
+    if not found:
+        running = ", ".join(str(k.get("kernel_id"))[:8] for k in kernels) or "none"
+        raise WatchError(f"no running Jupyter kernel matches {kernel!r} (running: {running})")
+    if len(found) > 1:
+        raise WatchError(f"{len(found)} kernels match {kernel!r}: give more of the id")
+    k = found[0]
+    where = k.get("notebook_path")
+    label = f"Jupyter kernel {str(k['kernel_id'])[:8]}" + (f" ({where})" if where else "")
+    return Watched(int(k["pid"]), label, k["kernel_id"], where)
+
+
+@dataclass
+class WatchResult:
+    watched: Watched
+    ending: Ending
+    causes: list[Cause]
+    duration_s: float
+    trace: Path | None = None
+    items: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "pid": self.watched.pid,
+            "label": self.watched.label,
+            "kernel_id": self.watched.kernel_id,
+            "notebook": self.watched.notebook,
+            "ending": self.ending.to_json(),
+            "duration_s": round(self.duration_s, 2),
+            "trace": str(self.trace) if self.trace else None,
+            "causes": [c.to_json() for c in self.causes],
+        }
+
+
+def _cgroup_reader(pid: int) -> Any:
+    """A reader of `pid`'s memory cgroup: {usage, limit, anon, file} in bytes (None once it
+    is gone); None when the process has no memory limit of its own (the machine's RAM is
+    then the wall)."""
+    found = memcg.cgroup_dir_of(pid)
+    if found is None:
+        return None
+    version, base = found
+    v1 = version == 1
+    limit_text = _read(base / ("memory.limit_in_bytes" if v1 else "memory.max"))
+    if limit_text is None or not limit_text.isdigit():
+        return None  # "max": no limit
+    limit = int(limit_text)
+    if limit >= psutil.virtual_memory().total:
+        return None  # v1 writes "no limit" as a huge number
+    anon_key, file_key = ("total_rss", "total_cache") if v1 else ("anon", "file")
+
+    def read() -> dict[str, int] | None:
+        usage = _read(base / ("memory.usage_in_bytes" if v1 else "memory.current"))
+        if usage is None or not usage.isdigit():
+            return None
+        stat: dict[str, int] = {}
+        for row in (_read(base / "memory.stat") or "").splitlines():
+            key, _, value = row.partition(" ")
+            if key in (anon_key, file_key) and value.isdigit():
+                stat["anon" if key == anon_key else "file"] = int(value)
+        return {"usage": int(usage), "limit": limit, **stat}
+
+    return read
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text().strip()
+    except OSError:
+        return None
+
+
+class Observer:
+    """Watches one process until it ends (or `stop()`), then gives the verdict."""
+
+    def __init__(
+        self,
+        watched: Watched,
+        *,
+        record: str | os.PathLike[str] | None = None,
+        interval_s: float = 0.25,
+        gpu_api: Any = None,
+        tf_file: str | os.PathLike[str] | None = None,
+        max_trace_bytes: int = TRACE_MAX_BYTES,
+    ) -> None:
+        self.watched = watched
+        try:
+            self._proc = psutil.Process(watched.pid)
+            self._created = self._proc.create_time()
+        except psutil.NoSuchProcess:
+            raise WatchError(f"no process {watched.pid}") from None
+        self.record = Path(record) if record is not None else None
+        writer = None
+        if self.record is not None:
+            header = {"interval_s": interval_s, "pids": [watched.pid], "watch": watched.label}
+            writer = telemetry.TraceWriter(self.record, header, max_bytes=max_trace_bytes)
+        self.timeline = telemetry.Timeline(writer=writer)
+        self.sampler = telemetry.Sampler(
+            self.timeline, interval_s=interval_s, gpu_api=gpu_api, pids=[watched.pid]
+        )
+        reader = _cgroup_reader(watched.pid)
+        if reader is not None:
+            self.sampler.watch_cgroup(reader)
+        self.tf_file = Path(tf_file) if tf_file is not None else None
+        self._tf_pos = 0  # what the first cell wrote before this watch is not read
+        if self.tf_file is not None:
+            with contextlib.suppress(OSError):
+                self._tf_pos = self.tf_file.stat().st_size
+        self._vmstat0 = evidence.vmstat_oom_kills()
+        self._stop = threading.Event()
+        self._started = time.monotonic()
+
+    # -- life cycle
+    def start(self) -> Observer:
+        self.timeline.mark(f"watching {self.watched.label}", "phase")
+        self.sampler.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop watching (from another thread, or Ctrl-C): the verdict says it still ran."""
+        self._stop.set()
+
+    def alive(self) -> bool:
+        if self.watched.child is not None:
+            return self.watched.child.poll() is None
+        try:
+            return bool(self._proc.is_running() and self._proc.status() != psutil.STATUS_ZOMBIE)
+        except psutil.NoSuchProcess:
+            return False
+
+    def poll_tf(self) -> int:
+        """Take what the first cell wrote since the last look into the timeline."""
+        if self.tf_file is None:
+            return 0
+        try:
+            with self.tf_file.open("rb") as fh:
+                fh.seek(self._tf_pos)
+                data = fh.read()
+        except OSError:
+            return 0
+        end = data.rfind(b"\n")
+        if end < 0:
+            return 0
+        self._tf_pos += end + 1
+        n = 0
+        for raw in data[: end + 1].splitlines():
+            try:
+                rec = json.loads(raw)
+            except ValueError:
+                continue
+            if not isinstance(rec, dict) or rec.get("pid") not in (None, self.watched.pid):
+                continue
+            kind = rec.pop("k", None)
+            wall = rec.pop("wall", None)
+            rec.pop("pid", None)
+            if kind not in ("tf", "step", "marker") or not isinstance(wall, (int, float)):
+                continue
+            rec["t"] = round(wall - self.timeline.wall0, 3)
+            self.timeline.add(kind, rec)
+            n += 1
+        return n
+
+    def wait(self, on_tick: Any = None, tick_s: float = 1.0) -> WatchResult:
+        """Watch until the process ends or `stop()`; `on_tick(latest sample)` each tick."""
+        last = 0.0
+        while not self._stop.is_set() and self.alive():
+            self.poll_tf()
+            now = time.monotonic()
+            if on_tick is not None and now - last >= tick_s:
+                last = now
+                on_tick(self.timeline.latest)
+            self._stop.wait(min(0.2, tick_s))
+        still = self.alive()
+        time.sleep(0.3)  # the last samples around the end
+        self.poll_tf()
+        self.sampler.stop()
+        ending = Ending("running") if still else self._ending()
+        if not still:
+            self.timeline.mark(f"{self.watched.label}: {ending.words()}", "crash")
+        self.timeline.close()
+        items = [item for _, item in self.timeline.since(0)]
+        causes = watched_causes(items, self.watched.pid, ending)
+        return WatchResult(
+            self.watched, ending, causes, time.monotonic() - self._started, self.record, items
+        )
+
+    def _ending(self) -> Ending:
+        child = self.watched.child
+        if child is not None:
+            code = child.wait()
+            sig = None
+            if code < 0:
+                with contextlib.suppress(ValueError):
+                    sig = signal.Signals(-code).name
+            ending = Ending("exited", code, sig)
+        else:
+            ending = Ending("vanished")
+        ev = evidence.collect(self.watched.pid, self._vmstat0, None, None, None)
+        ending.oom_kill_line = ev.kernel_line
+        if ev.kernel_line and ending.signal is None:
+            ending.signal = "SIGKILL"
+        klog = system.read_kernel_log(timeout_s=5.0)
+        if klog.readable:
+            ending.xid_lines = [
+                str(r.get("line"))
+                for r in system.parse_xid_errors(klog.lines)
+                if r.get("pid") == self.watched.pid
+            ]
+        return ending

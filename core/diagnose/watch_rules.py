@@ -1,0 +1,259 @@
+"""Why a watched process died, from what the watch saw: its trace (RAM, each GPU, every
+process's VRAM, the process's own RSS, TensorFlow's numbers when the first cell reports them)
+and how it ended (its exit status, the kernel log's OOM kill or Xid lines for it).
+
+Pure rules over `core.telemetry` items, so a live watch and a recorded trace give the same
+verdict. A process that ended normally gets no cause: nothing is invented.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from tfdoctor.core.diagnose.engine import CauseInfo, shipped_causes
+from tfdoctor.core.model import Cause, Evidence
+
+GIB = float(1 << 30)
+WALL_FRACTION = 0.95  # a GPU this full (or RAM this used) is at the wall
+WINDOW_S = 60.0  # how far back from the end the rules look
+GROWTH_MIN = 1 << 30  # a neighbour's or a leak's growth worth naming, in bytes
+LEAK_R2 = 0.8
+
+
+@dataclass
+class Ending:
+    """How the watched process ended.
+
+    how: "exited" (a child: its status is known), "vanished" (another process: it is gone),
+    or "running" (the watch was stopped first).
+    """
+
+    how: str
+    exit_code: int | None = None
+    signal: str | None = None
+    oom_kill_line: str | None = None  # the kernel log's OOM-kill record naming the pid
+    xid_lines: list[str] = field(default_factory=list)
+    restart_lines: list[str] = field(default_factory=list)  # the Jupyter server's, if found
+
+    @property
+    def normal(self) -> bool:
+        """Ended on its own with status 0 (or the watch stopped first): nothing to explain."""
+        if self.how == "running":
+            return True
+        return (
+            self.how == "exited"
+            and self.exit_code == 0
+            and not self.oom_kill_line
+            and not self.xid_lines
+        )
+
+    def words(self) -> str:
+        if self.how == "running":
+            return "still running when the watch stopped"
+        if self.signal:
+            return f"killed by {self.signal}"
+        if self.how == "exited":
+            return f"exited with status {self.exit_code}"
+        return "disappeared"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "how": self.how,
+            "exit_code": self.exit_code,
+            "signal": self.signal,
+            "oom_kill_line": self.oom_kill_line,
+            "xid_lines": self.xid_lines,
+            "restart_lines": self.restart_lines,
+        }
+
+
+def _fit(xs: Sequence[float], ys: Sequence[float]) -> tuple[float, float]:
+    """(slope, r squared) of a least-squares line."""
+    n = len(xs)
+    if n < 3:
+        return 0.0, 0.0
+    mx, my = sum(xs) / n, sum(ys) / n
+    sxx = sum((x - mx) ** 2 for x in xs)
+    syy = sum((y - my) ** 2 for y in ys)
+    sxy = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True))
+    if sxx == 0 or syy == 0:
+        return 0.0, 0.0
+    return sxy / sxx, (sxy * sxy) / (sxx * syy)
+
+
+def _gib(v: float) -> str:
+    return f"{v / GIB:.1f} GiB"
+
+
+def _samples(items: Iterable[tuple[str, dict[str, Any]]]) -> list[dict[str, Any]]:
+    return [i for k, i in items if k == "sample" and isinstance(i.get("t"), (int, float))]
+
+
+def _vram_of(sample: dict[str, Any], gpu: int, pid: int) -> int | None:
+    for g in sample.get("gpus") or []:
+        if g.get("index") == gpu:
+            for p in g.get("procs") or []:
+                if p.get("pid") == pid:
+                    return int(p.get("used") or 0)
+            return 0
+    return None
+
+
+def watched_causes(
+    items: Iterable[tuple[str, dict[str, Any]]],
+    pid: int,
+    ending: Ending,
+    causes: dict[str, CauseInfo] | None = None,
+) -> list[Cause]:
+    """The causes of a watched process's end, best first; [] when it ended normally.
+
+    Args:
+        items: the watch's timeline items (kind, item), in time order.
+        pid: the watched process (its children's RSS is counted in its own).
+        ending: how it ended and what the kernel log said about it.
+        causes: the cause catalogue (the shipped one by default).
+    """
+    if ending.normal:
+        return []
+    info = causes or shipped_causes()
+    samples = _samples(items)
+    out: list[Cause] = []
+
+    def cause(cid: str, conf: float, evidence: list[str], at: tuple[float, float] | None) -> None:
+        c = info[cid]
+        ev = tuple(Evidence(text, source="watch", at=at) for text in evidence)
+        out.append(Cause(cid, round(conf, 2), c.title, c.explanation, ev, c.fixes))
+
+    end_t = float(samples[-1]["t"]) if samples else 0.0
+    recent = [s for s in samples if s["t"] >= end_t - WINDOW_S]
+    # the last sample that still saw the process: "at the end"
+    alive = [s for s in recent if str(pid) in (s.get("rss") or {})]
+    window = (float(recent[0]["t"]), end_t) if recent else None
+
+    # --- host RAM: the kernel's OOM killer, or RAM at the wall when it vanished
+    said: list[str] = []
+    seen = [
+        (float(s["t"]), float(s["rss"][str(pid)]))
+        for s in alive
+        if isinstance(s["rss"].get(str(pid)), (int, float)) and s["rss"][str(pid)] > 0
+    ]
+    if ending.oom_kill_line:
+        said.append(ending.oom_kill_line)
+    if seen:
+        peak_t, peak = max(seen, key=lambda tv: tv[1])
+        said.append(
+            f"its memory (RSS) climbed from {_gib(seen[0][1])} to {_gib(peak)} in the "
+            f"{peak_t - seen[0][0]:.0f} s before it ended"
+        )
+    at_wall = False
+    for s in recent[-8:]:  # the last seconds: RAM or the process's cgroup at its limit
+        total, avail = s.get("ram_total"), s.get("ram_available")
+        if not isinstance(total, (int, float)) or not isinstance(avail, (int, float)):
+            continue
+        if total and avail < (1 - WALL_FRACTION) * total and not at_wall:
+            at_wall = True
+            said.append(f"RAM available fell to {_gib(avail)} of {_gib(total)}")
+    cg_rows = [s["cgroup"] for s in recent if isinstance(s.get("cgroup"), dict)]
+    cg_peak = max(cg_rows, key=lambda c: c.get("usage") or 0, default=None)
+    if cg_peak is not None and cg_peak.get("limit"):
+        usage, limit = cg_peak.get("usage") or 0, cg_peak["limit"]
+        if usage >= WALL_FRACTION * limit:
+            at_wall = True
+            said.append(f"its memory cgroup used {_gib(usage)} of its {_gib(limit)} limit")
+    killed = ending.signal == "SIGKILL" or ending.how == "vanished"
+    if ending.oom_kill_line:
+        cause("host_oom", 0.97, said, window)
+    elif at_wall and killed:
+        cause("host_oom", 0.75, said, window)
+
+    # --- the GPU: at the wall, and who grew into it
+    gpus = {g.get("index") for s in recent for g in s.get("gpus") or []}
+    for gpu in sorted(i for i in gpus if isinstance(i, int)):
+        rows = [
+            (float(s["t"]), g, _vram_of(s, gpu, pid) or 0)
+            for s in recent
+            for g in s.get("gpus") or []
+            if g.get("index") == gpu and isinstance(g.get("used"), (int, float))
+        ]
+        mine = [(t, v) for t, _, v in rows if v > 0]
+        if not rows or not mine:
+            continue  # the watched process held nothing here
+        # up to its end: what others took after it died is not why it died
+        rows = [r for r in rows if r[0] <= mine[-1][0] + 1.0]
+        full = [
+            (t, g) for t, g, _ in rows if g.get("total") and g["used"] >= WALL_FRACTION * g["total"]
+        ]
+        if not full:
+            continue
+        t_full, g_full = full[0]
+        total = float(g_full["total"])
+        peak_used = max(float(g["used"]) for _, g, _ in rows)
+        died_at = mine[-1][0]
+        # every other process on this GPU: its growth over the window
+        others: dict[int, list[tuple[float, int]]] = {}
+        for t, g, _ in rows:
+            for p in g.get("procs") or []:
+                if p.get("pid") != pid and isinstance(p.get("pid"), int):
+                    others.setdefault(p["pid"], []).append((t, int(p.get("used") or 0)))
+        grown: dict[int, tuple[int, int]] = {}
+        for opid, vals in others.items():
+            # a process that appeared during the window started from nothing
+            start = 0 if vals[0][0] > rows[0][0] + 1.0 else vals[0][1]
+            grown[opid] = (start, max(v for _, v in vals))
+        mine_growth = max(v for _, v in mine) - mine[0][1]
+        neighbour = max(grown.items(), key=lambda kv: kv[1][1] - kv[1][0], default=None)
+        span = (mine[0][0], end_t)
+        if neighbour is not None:
+            opid, (start, peak) = neighbour
+            growth = peak - start
+            if growth >= GROWTH_MIN and growth > 2 * max(mine_growth, 0):
+                cause(
+                    "gpu_memory_contention",
+                    0.85,
+                    [
+                        f"pid {opid} grew from {_gib(start)} to {_gib(peak)} on GPU {gpu} "
+                        f"while pid {pid} held {_gib(mine[-1][1])}",
+                        f"GPU {gpu} was {g_full['used'] / total:.0%} full at "
+                        f"{t_full:.0f} s; pid {pid} {ending.words()} by {died_at:.0f} s",
+                    ],
+                    span,
+                )
+                continue
+        xs = [t for t, _ in mine]
+        ys = [float(v) for _, v in mine]
+        slope, r2 = _fit(xs, ys)
+        if mine_growth >= GROWTH_MIN and r2 >= LEAK_R2 and slope > 0:
+            cause(
+                "memory_leak",
+                0.8,
+                [
+                    f"pid {pid}'s VRAM on GPU {gpu} grew steadily from {_gib(ys[0])} to "
+                    f"{_gib(max(ys))} ({slope / GIB:.2f} GiB/s, R² {r2:.2f}) until the GPU "
+                    f"was full ({_gib(peak_used)} of {_gib(total)})"
+                ],
+                span,
+            )
+            cause(
+                "gpu_oom",
+                0.6,
+                [f"GPU {gpu} reached {_gib(peak_used)} of {_gib(total)}"],
+                span,
+            )
+        else:
+            cause(
+                "gpu_oom",
+                0.75,
+                [
+                    f"GPU {gpu} reached {_gib(peak_used)} of {_gib(total)}; pid {pid} "
+                    f"held {_gib(max(ys))} and {ending.words()}"
+                ],
+                span,
+            )
+
+    # --- the driver: Xid errors are a hardware or driver fault on that GPU
+    if ending.xid_lines:
+        cause("illegal_memory_access_or_hw", 0.85, list(ending.xid_lines[:3]), window)
+    out.sort(key=lambda c: -c.confidence)
+    return out

@@ -1,0 +1,184 @@
+"""Watching the user's own training (issue 16): a real Jupyter kernel running Keras with the
+first cell, killed by a real cgroup OOM; a process that exits normally; the verdict on real
+H100 traces; the bounded trace; the CLI."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import TRACES
+from tfdoctor.core import telemetry
+from tfdoctor.core.bench import memcg, observe
+from tfdoctor.core.diagnose.watch_rules import Ending, watched_causes
+
+MIB = 1 << 20
+NEEDS_MEMCG = pytest.mark.skipif(memcg.unavailable() is not None, reason="no memory cgroup")
+
+# a Keras fit whose callback keeps every batch's copy of the data (a leak a user writes by
+# keeping history): RAM climbs each step until the cgroup's OOM killer ends the kernel
+LEAKY_FIT = """
+import numpy as np, tensorflow as tf
+x = np.random.rand(2048, 256).astype("float32"); y = np.random.rand(2048, 1).astype("float32")
+model = tf.keras.Sequential([tf.keras.Input((256,)), tf.keras.layers.Dense(64),
+                             tf.keras.layers.Dense(1)])
+model.compile("adam", "mse")
+kept = []
+class Keep(tf.keras.callbacks.Callback):
+    def on_train_batch_end(self, batch, logs=None):
+        kept.append(np.ones((8 << 20,), dtype=np.uint8))  # 8 MiB more every step
+model.fit(x, y, batch_size=32, epochs=200, verbose=0, callbacks=[Keep()])
+"""
+
+
+def run_observer(obs: observe.Observer) -> tuple[threading.Thread, list[observe.WatchResult]]:
+    out: list[observe.WatchResult] = []
+    t = threading.Thread(target=lambda: out.append(obs.start().wait()), daemon=True)
+    t.start()
+    return t, out
+
+
+@NEEDS_MEMCG
+@pytest.mark.slow
+def test_a_real_kernel_killed_by_a_cgroup_oom_is_named_host_oom_with_the_climb(
+    tmp_path: Path,
+) -> None:
+    from jupyter_client import KernelManager
+
+    km = KernelManager(kernel_name="python3")
+    km.start_kernel()
+    cg = memcg.MemoryCgroup(1200 * MIB)
+    try:
+        pid = km.provisioner.process.pid  # type: ignore[union-attr]
+        (cg.path / "cgroup.procs").write_text(str(pid))
+        kc = km.client()
+        kc.start_channels()
+        kc.wait_for_ready(timeout=60)
+        tf_file = tmp_path / "tf.jsonl"
+        reply = kc.execute_interactive(observe.first_cell(tf_file), timeout=120)
+        assert reply["content"]["status"] == "ok", reply["content"]
+        watched = observe.resolve(pid=pid)
+        assert watched.label.startswith("Jupyter kernel")
+        trace = tmp_path / "watch.trace.jsonl"
+        obs = observe.Observer(watched, record=trace, interval_s=0.1, tf_file=tf_file)
+        thread, out = run_observer(obs)
+        kc.execute(LEAKY_FIT)
+        thread.join(240)
+        assert out, "the watch did not end"
+        result = out[0]
+        kc.stop_channels()
+    finally:
+        if km.has_kernel:
+            km.shutdown_kernel(now=True)
+        cg.close()
+    assert result.ending.how == "vanished"
+    assert result.ending.oom_kill_line and str(pid) in result.ending.oom_kill_line
+    assert result.causes and result.causes[0].id == "host_oom", result.causes
+    said = " ".join(e.text for e in result.causes[0].evidence)
+    assert "its memory cgroup used" in said and "RSS" in said
+    # the trace on disk shows the climb, and TensorFlow's own steps from the first cell
+    _, items = telemetry.read_bounded_trace(trace)
+    rss = [i["rss"][str(pid)] for k, i in items if k == "sample" and str(pid) in i.get("rss", {})]
+    assert len(rss) > 10 and max(rss) - rss[0] > 400 * MIB
+    steps = [i for k, i in items if k == "step"]
+    assert len(steps) > 5 and all(s["t"] >= 0 for s in steps)
+    assert any(k == "marker" and i["label"] == "fit started" for k, i in items)
+
+
+def test_a_process_that_exits_normally_gets_no_verdict(tmp_path: Path) -> None:
+    child = subprocess.Popen(
+        [sys.executable, "-c", "x = bytearray(64 << 20); import time; time.sleep(1.0)"]
+    )
+    watched = observe.Watched(child.pid, "a short job", child=child)
+    result = observe.Observer(watched, interval_s=0.05).start().wait()
+    assert result.ending.how == "exited" and result.ending.exit_code == 0
+    assert result.ending.normal and result.causes == []
+    samples = [i for k, i in result.items if k == "sample"]
+    rss = [i["rss"][str(child.pid)] for i in samples if str(child.pid) in i.get("rss", {})]
+    assert rss and max(rss) > 64 * MIB  # it was really watched
+
+
+def test_a_watch_stopped_first_says_the_process_still_runs() -> None:
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        obs = observe.Observer(observe.Watched(child.pid, "sleeper", child=child), interval_s=0.05)
+        thread, out = run_observer(obs)
+        time.sleep(0.5)
+        obs.stop()
+        thread.join(30)
+        assert out and out[0].ending.how == "running" and out[0].causes == []
+        assert child.poll() is None  # watching never touches the process
+    finally:
+        child.kill()
+        child.wait()
+
+
+@pytest.mark.parametrize(
+    ("trace", "pid", "first"),
+    [
+        ("real_h100_contention", 589, "gpu_memory_contention"),
+        ("real_h100_leak", 598, "memory_leak"),
+    ],
+)
+def test_the_verdict_on_real_h100_traces(trace: str, pid: int, first: str) -> None:
+    """Real traces of a lent H100: a trainer killed by a neighbour's growth, and a leak."""
+    _, items = telemetry.read_trace(TRACES / f"{trace}.trace.jsonl")
+    causes = watched_causes(items, pid, Ending("exited", 1))
+    assert causes and causes[0].id == first, [c.id for c in causes]
+    said = " ".join(e.text for e in causes[0].evidence)
+    if first == "gpu_memory_contention":
+        assert "pid 614 grew from 0.0 GiB" in said and "pid 589 held 20.6 GiB" in said
+    else:
+        assert "grew steadily from 2.0 GiB to 78.5 GiB" in said
+    assert watched_causes(items, pid, Ending("exited", 0)) == []  # it ended well: nothing
+
+
+def test_the_trace_stays_bounded_and_keeps_the_last_stretch(tmp_path: Path) -> None:
+    path = tmp_path / "t.jsonl"
+    w = telemetry.TraceWriter(path, {"interval_s": 0.1}, max_bytes=4096)
+    for i in range(2000):
+        w.write({"k": "sample", "t": i * 0.1, "ram_used": i})
+    w.close()
+    rotated = telemetry.rotated_path(path)
+    assert path.stat().st_size <= 4096 and rotated.stat().st_size <= 4096
+    _, items = telemetry.read_bounded_trace(path)
+    values = [i["ram_used"] for _, i in items]
+    assert values[-1] == 1999 and values == sorted(values)  # the newest, in order
+    assert values[0] > 1000  # older stretches were dropped
+
+
+def test_cli_watch_a_command_its_json_and_bad_input(tmp_path: Path) -> None:
+    tfd = str(Path(sys.executable).with_name("tfdoctor"))
+    env_run = {"timeout": 120, "capture_output": True, "text": True}
+    p = subprocess.run(
+        [tfd, "watch", "--interval-ms", "100", "--", sys.executable, "-c", "print('hi')"],
+        **env_run,  # type: ignore[call-overload]
+    )
+    assert p.returncode == 0, p.stderr
+    assert "exited with status 0" in p.stdout and "Nothing to explain" in p.stdout
+    p = subprocess.run(
+        [tfd, "watch", "--json", "--", sys.executable, "-c", "import sys; sys.exit(3)"],
+        **env_run,  # type: ignore[call-overload]
+    )
+    out = json.loads(p.stdout)
+    assert out["ending"]["how"] == "exited" and out["ending"]["exit_code"] == 3
+    for args, message in (
+        (["--pid", "999999"], "no process 999999"),
+        (["--kernel", "nosuchkernel"], "no running Jupyter kernel matches 'nosuchkernel'"),
+    ):
+        bad = subprocess.run([tfd, "watch", *args], **env_run)  # type: ignore[call-overload]
+        assert bad.returncode == 2 and "Traceback" not in bad.stderr
+        assert bad.stderr.strip().splitlines() == [f"tfdoctor: {message}"] or message in (
+            bad.stderr
+        ), bad.stderr
+    cell = subprocess.run([tfd, "watch", "--first-cell"], **env_run).stdout  # type: ignore[call-overload]
+    compile(cell, "first cell", "exec")  # valid Python
+    assert "tfdoctor" not in "".join(
+        line for line in cell.splitlines() if line.startswith(("import", "from"))
+    )  # stdlib and TensorFlow only: nothing to install in the notebook's Python
