@@ -8,6 +8,7 @@ import threading
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
+from tfdoctor.core.bench import observe
 from tfdoctor.core.bench.batchsearch import SearchOptions
 from tfdoctor.core.bench.config import BenchConfig
 from tfdoctor.core.bench.supervisor import BenchRun, SupervisorOptions
@@ -335,3 +336,85 @@ class BenchBridge(QObject):
                 self.sig_finished.emit(run.result)
             else:
                 self.sig_failed.emit("the benchmark ended without a result")
+
+
+class WatchBridge(QObject):
+    """Watches the user's own process (core.bench.observe) in a core thread; polls its
+    timeline from a QTimer and re-emits it, and the verdict, on the GUI thread."""
+
+    sig_telemetry = Signal(list)  # new timeline items [(kind, item)]
+    sig_finished = Signal(object)  # observe.WatchResult
+    sig_failed = Signal(str)  # one line: the watch could not start
+
+    def __init__(self, parent: QObject | None = None, *, poll_ms: int = POLL_MS) -> None:
+        super().__init__(parent)
+        self._timer = QTimer(self)
+        self._timer.setInterval(poll_ms)
+        self._timer.timeout.connect(self._on_timer_tick)
+        self._observer: observe.Observer | None = None
+        self._thread: threading.Thread | None = None
+        self._result: list[observe.WatchResult] = []
+        self._error: list[BaseException] = []
+        self._seq = 0
+
+    @property
+    def running(self) -> bool:
+        return self._observer is not None
+
+    def start(
+        self, watched: observe.Watched, *, tf_file: str | os.PathLike[str] | None = None
+    ) -> bool:
+        """Start watching; False (and sig_failed with why) when it cannot."""
+        if self.running:
+            self.sig_failed.emit("already watching a process")
+            return False
+        try:
+            obs = observe.Observer(
+                watched, interval_s=0.25, gpu_api=nvml.live_api(), tf_file=tf_file
+            )
+        except (observe.WatchError, OSError) as exc:
+            self.sig_failed.emit(str(exc))
+            return False
+        self._observer, self._seq = obs, 0
+        self._result, self._error = [], []
+
+        def run() -> None:
+            try:
+                self._result.append(obs.start().wait())
+            except Exception as exc:  # a bug must not die silently in a thread
+                log.warning("the watch failed", exc_info=exc)
+                self._error.append(exc)
+
+        self._thread = threading.Thread(target=run, name="tfdoctor-watch", daemon=True)
+        self._thread.start()
+        self._timer.start()
+        return True
+
+    def stop(self) -> None:
+        if self._observer is not None:
+            self._observer.stop()
+
+    def wait(self, timeout_s: float) -> bool:
+        thread = self._thread
+        if thread is not None:
+            thread.join(timeout_s)
+            return not thread.is_alive()
+        return True
+
+    def _on_timer_tick(self) -> None:
+        obs = self._observer
+        if obs is None:
+            return
+        done = self._thread is not None and not self._thread.is_alive()
+        items = obs.timeline.since(self._seq)
+        if items:
+            self._seq = items[-1][0]
+            self.sig_telemetry.emit([item for _, item in items])
+        if done:
+            self._observer = None
+            self._timer.stop()
+            if self._result:
+                self.sig_finished.emit(self._result[0])
+            else:
+                err = self._error[0] if self._error else None
+                self.sig_failed.emit(f"the watch failed: {err}" if err else "the watch failed")

@@ -208,6 +208,7 @@ class MainWindow(QMainWindow):
         self.fix_page.sig_status_changed.connect(self._on_page_status_changed)
         self.diagnosis_page.sig_status_changed.connect(self._on_diagnosis_status)
         self.start_page.sig_door_chosen.connect(self._on_door_chosen)
+        self.start_page.sig_watch_chosen.connect(self.watch_notebook)
         self.start_page.sig_target_changed.connect(self._on_target_changed)
         self.start_page.sig_logs_changed.connect(self._on_logs_changed)
         self.start_page.sig_paste_changed.connect(lambda _filled: self.update_steps())
@@ -322,6 +323,12 @@ class MainWindow(QMainWindow):
     def _on_steps_row_changed(self, row: int) -> None:
         if 0 <= row < len(flow.STEPS):
             self.go(flow.STEPS[row])
+
+    def watch_notebook(self, open_dialog: bool = True) -> None:
+        """The third door: the Reproduce page's plot follows the user's own process."""
+        self.go("reproduce")
+        if open_dialog:
+            self.bench_page.open_watch_dialog()
 
     def _on_door_chosen(self, door: str) -> None:
         step = flow.next_step(self.session, "start")

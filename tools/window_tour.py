@@ -196,7 +196,12 @@ class Tour:
     def primary_buttons(self, step: str) -> list[Any]:
         w = self.w
         page = {
-            "start": [w.start_page.setup_door, w.start_page.log_door, w.start_page.open_button],
+            "start": [
+                w.start_page.setup_door,
+                w.start_page.log_door,
+                w.start_page.watch_door,
+                w.start_page.open_button,
+            ],
             "checks": [w.check_page.run_button],
             "reproduce": [w.bench_page.start_button, w.bench_page.stop_button],
             "diagnosis": [w.diagnosis_page.again],

@@ -9,6 +9,7 @@ trace into the same plot, "Demo" a bundled real one.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import html
 import logging
@@ -38,6 +39,7 @@ from PySide6.QtWidgets import (
 )
 
 from tfdoctor.core import telemetry
+from tfdoctor.core.bench import observe
 from tfdoctor.core.bench.batchsearch import SearchOptions
 from tfdoctor.core.bench.config import DATA_MODES, PRESETS, BenchConfig, ConfigError
 from tfdoctor.core.bench.supervisor import (
@@ -49,10 +51,11 @@ from tfdoctor.core.bench.supervisor import (
 )
 from tfdoctor.core.diagnose.combine import cause_finding, rank_severity
 from tfdoctor.core.model import Finding, Severity, Target
+from tfdoctor.core.paths import state_dir
 from tfdoctor.core.probes import nvml
 from tfdoctor.core.probes.targetrun import current_target
 from tfdoctor.gui import assets
-from tfdoctor.gui.bridges import BenchBridge
+from tfdoctor.gui.bridges import BenchBridge, WatchBridge
 from tfdoctor.gui.findings_view import FindingsView
 from tfdoctor.gui.pages.layout import Notice, set_enabled
 from tfdoctor.gui.telemetry_plot import TelemetryPlot, format_bytes
@@ -123,6 +126,8 @@ class BenchPage(QWidget):
         # how many GPUs TensorFlow sees in the target (from the checks), None when unknown
         self.gpu_count_provider = gpu_count_provider or (lambda: None)
         self.bridge = bridge or BenchBridge(self)
+        self.watch_bridge = WatchBridge(self)
+        self.last_watch: observe.WatchResult | None = None
         self.base_options = options or SupervisorOptions(
             sample_every_s=0.1, gpu_api=nvml.live_api()
         )
@@ -164,12 +169,18 @@ class BenchPage(QWidget):
         self.open_trace_button.setToolTip(
             "Replay a trace recorded by `tfdoctor monitor --record` or by an earlier run"
         )
+        self.watch_button = QPushButton("Watch my notebook…", self)
+        self.watch_button.setToolTip(
+            "Follow your own notebook's (or any process's) memory live, and when it dies, say "
+            "why from what was seen"
+        )
         self.demo_button = QPushButton("Demo", self)
         self.demo_button.setToolTip(
             "Show a real recorded run: a Keras job killed by the kernel's OOM killer"
         )
         set_enabled(self.demo_button, DEMO_TRACE.is_file(), self._demo_why_not())
         top.addWidget(self.target_label, 1)
+        top.addWidget(self.watch_button)
         top.addWidget(self.open_trace_button)
         top.addWidget(self.demo_button)
         root.addLayout(top)
@@ -367,6 +378,11 @@ class BenchPage(QWidget):
         self.stop_button.clicked.connect(self.stop)
         self.open_trace_button.clicked.connect(self._on_open_trace_clicked)
         self.demo_button.clicked.connect(self.show_demo)
+        self.watch_button.clicked.connect(self.open_watch_dialog)
+        wb = self.watch_bridge
+        wb.sig_telemetry.connect(self.plot.consume)
+        wb.sig_finished.connect(self._on_watch_finished)
+        wb.sig_failed.connect(self._on_watch_failed)
         self.log_toggle.toggled.connect(self._on_log_toggled)
         self.find_max.toggled.connect(self.max_batch.setEnabled)
         self.max_batch.setEnabled(False)
@@ -381,7 +397,8 @@ class BenchPage(QWidget):
     # ------------------------------------------------------------------ public API
     @property
     def running(self) -> bool:
-        return self.bridge.running
+        """A benchmark runs, or a process is being watched."""
+        return self.bridge.running or self.watch_bridge.running
 
     def config(self) -> BenchConfig:
         """The form as a config (raises ConfigError on a bad combination)."""
@@ -463,6 +480,10 @@ class BenchPage(QWidget):
         return True
 
     def stop(self) -> None:
+        if self.watch_bridge.running:
+            self.watch_bridge.stop()
+            set_enabled(self.stop_button, False, "Stopping the watch…")
+            return
         if self.running:
             self.bridge.cancel()
             set_enabled(self.stop_button, False, "Stopping the run…")
@@ -515,9 +536,89 @@ class BenchPage(QWidget):
     def show_demo(self) -> None:
         self.replay_trace(DEMO_TRACE)
 
+    # ------------------------------------------------------------------ watch
+    def open_watch_dialog(self) -> None:
+        from tfdoctor.gui.watch_dialog import WatchDialog
+
+        dialog = WatchDialog(self.watch_tf_file, self)
+        if dialog.exec() and dialog.watched() is not None:
+            self.start_watch(dialog.watched())  # type: ignore[arg-type]
+
+    @property
+    def watch_tf_file(self) -> Path:
+        return state_dir() / "watch" / "tf.jsonl"
+
+    def start_watch(self, watched: observe.Watched, tf_file: Path | None = None) -> bool:
+        """Watch the user's own process on this page's plot; its verdict comes at its end."""
+        if self.running:
+            self._error("A run is in progress: stop it first")
+            return False
+        tf = tf_file or self.watch_tf_file
+        with contextlib.suppress(OSError):
+            tf.parent.mkdir(parents=True, exist_ok=True)
+        self.error_label.hide()
+        self.plot.clear()
+        self.causes.clear()
+        self.causes.set_placeholder("When the watched process ends, why it ended appears here.")
+        self.outcome_label.setText(f"Watching <b>{html.escape(watched.label)}</b>…")
+        if not self.watch_bridge.start(watched, tf_file=tf):
+            return False
+        self.last_watch = None
+        self._phase, self._step = f"Watching {watched.label}", ""
+        self._elapsed.start()
+        self._clock.start()
+        self._update_phase_label()
+        self.progress.hide()
+        self._set_running(True)
+        self._status(f"Watching {watched.label}")
+        return True
+
+    def _on_watch_failed(self, message: str) -> None:
+        self._clock.stop()
+        self._set_running(False)
+        self.outcome_label.setText("")
+        self._error(message)
+
+    def _on_watch_finished(self, result: observe.WatchResult) -> None:
+        self.last_watch = result
+        self._clock.stop()
+        self._set_running(False)
+        e = result.ending
+        colour = "#6b7582" if e.normal else "#c62828"
+        said = f"<b style='color:{colour}'>{html.escape(result.watched.label)}</b>: "
+        said += f"{html.escape(e.words())} after {result.duration_s:.0f} s."
+        self.outcome_label.setText(said)
+        self.causes.clear()
+        for i, cause in enumerate(result.causes):
+            self.causes.add_finding(cause_finding(cause, rank_severity(i)))
+        if not result.causes:
+            self.causes.set_placeholder(
+                "Nothing to explain: it ended normally."
+                if e.normal and e.how != "running"
+                else "You stopped watching: it still runs."
+                if e.how == "running"
+                else "No cause found in what the watch saw: run it again with the first cell "
+                "(Watch my notebook… shows it) for TensorFlow's own numbers."
+            )
+        self.progress.setRange(0, 1)
+        self.progress.setValue(1)
+        chip = "still running" if e.how == "running" else ("ended" if e.normal else e.words())
+        self.progress.setFormat(chip)
+        self.progress.setMinimumWidth(
+            min(260, self.progress.fontMetrics().horizontalAdvance(chip) + 40)
+        )
+        self.progress.show()
+        self._phase, self._step = "Finished watching", ""
+        self._update_phase_label(with_time=False)
+        top = result.causes[0].title if result.causes else e.words()
+        self._status(f"{result.watched.label}: {top}")
+
     def shutdown(self, wait_s: float = 15.0) -> None:
         """Stop a run when the window closes: the worker and its children are killed and its
         memory cgroup removed before the app exits (waits up to `wait_s`)."""
+        if self.watch_bridge.running:
+            self.watch_bridge.stop()
+            self.watch_bridge.wait(wait_s)
         if self.running:
             self.bridge.cancel()
             self.bridge.wait(wait_s)
@@ -646,6 +747,7 @@ class BenchPage(QWidget):
         set_enabled(self.start_button, not running, busy)
         set_enabled(self.stop_button, running, "No run in progress")
         set_enabled(self.open_trace_button, not running, busy)
+        set_enabled(self.watch_button, not running, busy)
         set_enabled(self.demo_button, not running and DEMO_TRACE.is_file(), self._demo_why_not())
 
     def _demo_why_not(self) -> str:

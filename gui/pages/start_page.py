@@ -57,6 +57,7 @@ class StartPage(QWidget):
     sig_logs_changed = Signal()
     sig_status_changed = Signal(str)
     sig_paste_changed = Signal(bool)  # whether the paste box holds text
+    sig_watch_chosen = Signal()  # the third door: watch the user's own notebook
 
     def __init__(self, session: Session, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -120,6 +121,18 @@ class StartPage(QWidget):
         doors.addWidget(self.setup_door)
         doors.addWidget(self.log_door)
         root.addLayout(doors)
+        self.watch_door = QPushButton(
+            "Watch my notebook — follow your own training's memory live; when it dies, "
+            "tfdoctor says why",
+            self,
+        )
+        self.watch_door.setObjectName("doorButton")
+        self.watch_door.setToolTip(
+            "Pick a running Jupyter kernel (or any process) and watch its RAM and GPU memory; "
+            "optional first cell for TensorFlow's own numbers"
+        )
+        self.watch_door.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
+        root.addWidget(self.watch_door)
 
         logs = QFrame(self)
         logs.setObjectName("progressBox")
@@ -160,6 +173,7 @@ class StartPage(QWidget):
 
         self.setup_door.clicked.connect(lambda: self.choose(flow.DOOR_SETUP))
         self.log_door.clicked.connect(lambda: self.choose(flow.DOOR_LOG))
+        self.watch_door.clicked.connect(self.sig_watch_chosen)
         self.open_button.clicked.connect(self.open_logs)
         self.find_button.clicked.connect(self.find_recent)
         self.clear_button.clicked.connect(self.clear_logs)
