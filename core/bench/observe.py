@@ -245,6 +245,8 @@ class Observer:
             if kind not in ("tf", "step", "marker") or not isinstance(wall, (int, float)):
                 continue
             rec["t"] = round(wall - self.timeline.wall0, 3)
+            if kind == "tf" and isinstance(rec.get("device"), dict):
+                rec.update(rec.pop("device"))  # {t, "GPU:0": {current, peak}}, as a run's
             self.timeline.add(kind, rec)
             n += 1
         return n

@@ -8,6 +8,7 @@ verdict. A process that ended normally gets no cause: nothing is invented.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,6 +21,8 @@ WALL_FRACTION = 0.95  # a GPU this full (or RAM this used) is at the wall
 WINDOW_S = 60.0  # how far back from the end the rules look
 GROWTH_MIN = 1 << 30  # a neighbour's or a leak's growth worth naming, in bytes
 LEAK_R2 = 0.8
+FRAGMENTED = 0.7  # TF had less than this share of the GPU in use when it ran out: fragments
+TF_LEAK_MIN = 256 << 20  # TF's in-use growth over the epochs worth calling a leak
 
 
 @dataclass
@@ -87,6 +90,13 @@ def _gib(v: float) -> str:
     return f"{v / GIB:.1f} GiB"
 
 
+def tf_total(item: dict[str, Any], key: str) -> float:
+    """TensorFlow's `current` or `peak` over every device of a "tf" item."""
+    return float(
+        sum(int(v.get(key) or 0) for k, v in item.items() if k != "t" and isinstance(v, dict))
+    )
+
+
 def _samples(items: Iterable[tuple[str, dict[str, Any]]]) -> list[dict[str, Any]]:
     return [i for k, i in items if k == "sample" and isinstance(i.get("t"), (int, float))]
 
@@ -115,7 +125,9 @@ def watched_causes(
         ending: how it ended and what the kernel log said about it.
         causes: the cause catalogue (the shipped one by default).
     """
-    if ending.normal:
+    items = list(items)
+    ooms = [i for k, i in items if k == "marker" and i.get("category") == "oom"]
+    if ending.normal and not ooms:  # an OOM the notebook caught still wants its why
         return []
     info = causes or shipped_causes()
     samples = _samples(items)
@@ -250,6 +262,62 @@ def watched_causes(
                     f"held {_gib(max(ys))} and {ending.words()}"
                 ],
                 span,
+            )
+
+    # --- TensorFlow's own numbers, from the notebook's first cell
+    tf_rows = [
+        (float(i["t"]), i) for k, i in items if k == "tf" and isinstance(i.get("t"), (int, float))
+    ]
+    if ooms:
+        oom = ooms[-1]
+        before = [row for t, row in tf_rows if t <= float(oom["t"]) + 1.0]
+        in_use = tf_total(before[-1], "current") if before else None
+        peak = max((tf_total(row, "peak") for row in before), default=0.0)
+        gpu_total = next(
+            (
+                float(g["total"])
+                for s in reversed(samples)
+                for g in s.get("gpus") or []
+                if isinstance(g.get("total"), (int, float))
+            ),
+            None,
+        )
+        message = str(oom.get("label", "")).removeprefix("OOM: ")
+        at = (float(oom["t"]) - 10.0, float(oom["t"]))
+        if in_use is not None and gpu_total and in_use < FRAGMENTED * gpu_total:
+            cause(
+                "fragmentation",
+                0.65,
+                [
+                    f"TensorFlow had {_gib(in_use)} in use (peak {_gib(peak)}) of the GPU's "
+                    f"{_gib(gpu_total)} when it ran out of memory",
+                    message[:300],
+                ],
+                at,
+            )
+        elif not any(c.id in ("gpu_oom", "gpu_memory_contention") for c in out):
+            said = [message[:300]]
+            if in_use is not None:
+                said.append(f"TensorFlow had {_gib(in_use)} in use, peak {_gib(peak)}")
+            cause("gpu_oom", 0.85, said, at)
+    epochs = [float(i["t"]) for k, i in items if k == "marker" and "epoch" in str(i.get("label"))]
+    if len(epochs) >= 3 and tf_rows and not any(c.id == "memory_leak" for c in out):
+        at_epochs = []
+        for t_end in epochs:
+            last = [row for t, row in tf_rows if t <= t_end]
+            if last:
+                at_epochs.append(tf_total(last[-1], "current"))
+        rising = all(b > a for a, b in itertools.pairwise(at_epochs))
+        if len(at_epochs) >= 3 and rising and at_epochs[-1] - at_epochs[0] >= TF_LEAK_MIN:
+            cause(
+                "memory_leak",
+                0.7,
+                [
+                    f"TensorFlow's memory in use after each epoch rose from "
+                    f"{_gib(at_epochs[0])} to {_gib(at_epochs[-1])} over {len(at_epochs)} "
+                    "epochs: something keeps tensors from one epoch to the next"
+                ],
+                (epochs[0], epochs[-1]),
             )
 
     # --- the driver: Xid errors are a hardware or driver fault on that GPU

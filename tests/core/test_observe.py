@@ -182,3 +182,50 @@ def test_cli_watch_a_command_its_json_and_bad_input(tmp_path: Path) -> None:
     assert "tfdoctor" not in "".join(
         line for line in cell.splitlines() if line.startswith(("import", "from"))
     )  # stdlib and TensorFlow only: nothing to install in the notebook's Python
+
+
+def test_tensorflows_own_numbers_from_the_first_cell_reach_the_verdict(tmp_path: Path) -> None:
+    """The first cell's records (its exact format: k, wall, pid, device) tailed from its file
+    while a real process runs: TF's in-use rising epoch after epoch is a leak, and the OOM it
+    reported is named with its message. (TensorFlow's CPU build reports no device memory, so
+    the records are written here as the cell writes them on a GPU.)"""
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(2.5); exit(1)"])
+    tf_file = tmp_path / "tf.jsonl"
+    tf_file.write_text('{"k":"marker","wall":1.0,"pid":1,"label":"an older run"}\n')
+    obs = observe.Observer(
+        observe.Watched(child.pid, "a notebook", child=child), interval_s=0.05, tf_file=tf_file
+    )
+    thread, out = run_observer(obs)
+    gib = 1 << 30
+    with tf_file.open("a") as fh:
+        for epoch in range(4):
+            used = (2 + epoch) * gib
+            for rec in (
+                {"k": "tf", "device": {"GPU:0": {"current": used, "peak": used + gib}}},
+                {"k": "marker", "label": f"epoch {epoch + 1} done", "category": "phase"},
+            ):
+                fh.write(json.dumps({**rec, "wall": time.time(), "pid": child.pid}) + "\n")
+                fh.flush()
+                time.sleep(0.1)
+        oom = "OOM: OOM when allocating tensor with shape[512,1024,1024] ... [Op:MatMul]"
+        fh.write(
+            json.dumps(
+                {
+                    "k": "marker",
+                    "label": oom,
+                    "category": "oom",
+                    "wall": time.time(),
+                    "pid": child.pid,
+                }
+            )
+            + "\n"  # fmt: skip
+        )
+    thread.join(30)
+    result = out[0]
+    tf_items = [i for k, i in result.items if k == "tf"]
+    assert len(tf_items) == 4 and tf_items[0]["GPU:0"]["current"] == 2 * gib  # as a run's
+    assert all(i["t"] >= 0 for k, i in result.items)  # the older run's line was not read
+    ids = [c.id for c in result.causes]
+    assert ids[:2] == ["gpu_oom", "memory_leak"], ids
+    assert "[Op:MatMul]" in result.causes[0].evidence[0].text
+    assert "rose from 2.0 GiB to 5.0 GiB over 4 epochs" in result.causes[1].evidence[0].text
