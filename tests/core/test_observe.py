@@ -208,18 +208,8 @@ def test_tensorflows_own_numbers_from_the_first_cell_reach_the_verdict(tmp_path:
                 fh.flush()
                 time.sleep(0.1)
         oom = "OOM: OOM when allocating tensor with shape[512,1024,1024] ... [Op:MatMul]"
-        fh.write(
-            json.dumps(
-                {
-                    "k": "marker",
-                    "label": oom,
-                    "category": "oom",
-                    "wall": time.time(),
-                    "pid": child.pid,
-                }
-            )
-            + "\n"  # fmt: skip
-        )
+        last = {"k": "marker", "label": oom, "category": "oom", "wall": time.time()}
+        fh.write(json.dumps({**last, "pid": child.pid}) + "\n")
     thread.join(30)
     result = out[0]
     tf_items = [i for k, i in result.items if k == "tf"]
