@@ -28,6 +28,7 @@ import psutil
 
 from tfdoctor.core import telemetry
 from tfdoctor.core.bench import evidence, memcg
+from tfdoctor.core.diagnose import recent
 from tfdoctor.core.diagnose.watch_rules import Ending, watched_causes
 from tfdoctor.core.model import Cause
 from tfdoctor.core.probes import jupyter, system
@@ -97,6 +98,24 @@ def resolve(pid: int | None = None, kernel: str | None = None) -> Watched:
     where = k.get("notebook_path")
     label = f"Jupyter kernel {str(k['kernel_id'])[:8]}" + (f" ({where})" if where else "")
     return Watched(int(k["pid"]), label, k["kernel_id"], where)
+
+
+RESTART_WORDS = ("restart", "died", "dead")
+
+
+def jupyter_restarts(
+    kernel_id: str, globs: tuple[str, ...] = recent.JUPYTER_LOG_GLOBS
+) -> list[str]:
+    """The Jupyter server log's lines about this kernel dying or restarting, last three
+    ("KernelRestarter: restarting kernel (1/5), keep random ports", "Kernel restarted: ID")."""
+    short = kernel_id[:8]
+    found: list[str] = []
+    for log_file in recent.jupyter_logs(globs):
+        for raw in log_file.text.decode("utf-8", "replace").splitlines():
+            low = raw.lower()
+            if any(w in low for w in RESTART_WORDS) and (short in raw or "KernelRestarter" in raw):
+                found.append(raw.strip()[:300])
+    return found[-3:]
 
 
 @dataclass
@@ -290,6 +309,8 @@ class Observer:
         ending.oom_kill_line = ev.kernel_line
         if ev.kernel_line and ending.signal is None:
             ending.signal = "SIGKILL"
+        if self.watched.kernel_id:
+            ending.restart_lines = jupyter_restarts(self.watched.kernel_id)
         klog = system.read_kernel_log(timeout_s=5.0)
         if klog.readable:
             ending.xid_lines = [

@@ -219,3 +219,26 @@ def test_tensorflows_own_numbers_from_the_first_cell_reach_the_verdict(tmp_path:
     assert ids[:2] == ["gpu_oom", "memory_leak"], ids
     assert "[Op:MatMul]" in result.causes[0].evidence[0].text
     assert "rose from 2.0 GiB to 5.0 GiB over 4 epochs" in result.causes[1].evidence[0].text
+
+
+def test_the_jupyter_servers_restart_lines_are_found_for_the_kernel(tmp_path: Path) -> None:
+    """The server log's own wording (as in the dev corpus's real Jupyter log), for this kernel
+    and not another."""
+    real = next(
+        line
+        for line in (TRACES.parent / "corpus" / "dev")
+        .glob("*windj007*")
+        .__next__()
+        .read_text()
+        .splitlines()
+        if line.startswith("[") and "KernelRestarter" in line
+    )
+    log = tmp_path / "jupyter.log"
+    log.write_text(
+        "[I 00:40:01.002 NotebookApp] Kernel started: 9f1c2ab3-1111-2222-3333-444455556666\n"
+        "[I 00:41:07.010 NotebookApp] Kernel restarted: 0aa0aa00-9999-8888-7777-666655554444\n"
+        f"{real}\n"
+        "[I 00:43:11.301 NotebookApp] Kernel restarted: 9f1c2ab3-1111-2222-3333-444455556666\n"
+    )
+    found = observe.jupyter_restarts("9f1c2ab3-1111-2222-3333-444455556666", (str(log),))
+    assert found == [real.strip(), found[-1]] and "9f1c2ab3" in found[-1]
