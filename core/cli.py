@@ -897,10 +897,14 @@ def cmd_watch(args: argparse.Namespace) -> int:
         if command:
             env = {**os.environ, "TFDOCTOR_WATCH_FILE": str(tf_file)}
             try:
-                child = _subprocess.Popen(command, env=env)
+                # with --json, stdout is the verdict alone: the command's output goes to stderr
+                child = _subprocess.Popen(
+                    command, env=env, stdout=sys.stderr if args.json else None
+                )
             except OSError as exc:
                 return _fail(f"cannot start {command[0]}: {exc.strerror or exc}")
-            watched = observe.Watched(child.pid, " ".join(command)[:80], child=child)
+            label = " ".join(" ".join(command).split())  # one line, whatever -c holds
+            watched = observe.Watched(child.pid, label[:80], child=child)
         else:
             watched = observe.resolve(args.pid, args.kernel)
         observer = observe.Observer(

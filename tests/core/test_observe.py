@@ -242,3 +242,20 @@ def test_the_jupyter_servers_restart_lines_are_found_for_the_kernel(tmp_path: Pa
     )
     found = observe.jupyter_restarts("9f1c2ab3-1111-2222-3333-444455556666", (str(log),))
     assert found == [real.strip(), found[-1]] and "9f1c2ab3" in found[-1]
+
+
+@pytest.mark.parametrize("name", ["real_h100_watch_pid_contention", "real_h100_watch_command_leak"])
+def test_the_verdict_tfdoctor_watch_gave_on_a_real_h100_replays_from_its_trace(name: str) -> None:
+    """`tfdoctor watch` ran on a lent H100 against the real driver; its recorded trace gives
+    the verdict it printed there, through the same rules."""
+    said = json.loads((TRACES / f"{name}.verdict.json").read_text())
+    _, items = telemetry.read_bounded_trace(TRACES / f"{name}.trace.jsonl")
+    e = said["ending"]
+    ending = Ending(e["how"], e["exit_code"], e["signal"], e["oom_kill_line"], e["xid_lines"])
+    causes = watched_causes(items, said["pid"], ending)
+    assert [(c.id, c.confidence) for c in causes] == [
+        (c["id"], c["confidence"]) for c in said["causes"]
+    ]
+    assert [e.text for e in causes[0].evidence] == [
+        e["text"] for e in said["causes"][0]["evidence"]
+    ]
