@@ -362,15 +362,24 @@ class WatchBridge(QObject):
         return self._observer is not None
 
     def start(
-        self, watched: observe.Watched, *, tf_file: str | os.PathLike[str] | None = None
+        self,
+        watched: observe.Watched,
+        *,
+        tf_file: str | os.PathLike[str] | None = None,
+        record: str | os.PathLike[str] | None = None,
     ) -> bool:
-        """Start watching; False (and sig_failed with why) when it cannot."""
+        """Start watching (recording to `record`, bounded); False (and sig_failed with why)
+        when it cannot."""
         if self.running:
             self.sig_failed.emit("already watching a process")
             return False
         try:
             obs = observe.Observer(
-                watched, interval_s=0.25, gpu_api=nvml.live_api(), tf_file=tf_file
+                watched,
+                interval_s=0.25,
+                gpu_api=nvml.live_api(),
+                tf_file=tf_file,
+                record=record,
             )
         except (observe.WatchError, OSError) as exc:
             self.sig_failed.emit(str(exc))

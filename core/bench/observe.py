@@ -207,8 +207,11 @@ class Observer:
             self.timeline, interval_s=interval_s, gpu_api=gpu_api, pids=[watched.pid]
         )
         reader = _cgroup_reader(watched.pid)
+        self._cgroup_limit: int | None = None
         if reader is not None:
             self.sampler.watch_cgroup(reader)
+            first = reader()
+            self._cgroup_limit = first.get("limit") if first else None
         self.tf_file = Path(tf_file) if tf_file is not None else None
         self._tf_pos = 0  # what the first cell wrote before this watch is not read
         if self.tf_file is not None:
@@ -221,6 +224,9 @@ class Observer:
     # -- life cycle
     def start(self) -> Observer:
         self.timeline.mark(f"watching {self.watched.label}", "phase")
+        if self._cgroup_limit:  # the wall the kernel's OOM killer enforces for it
+            item = {"t": self.timeline.now(), "key": "ram_cap", "label": "its cgroup limit"}
+            self.timeline.add("limit", {**item, "value": self._cgroup_limit})
         self.sampler.start()
         return self
 

@@ -13,6 +13,7 @@ import contextlib
 import dataclasses
 import html
 import logging
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -72,6 +73,9 @@ def phase_words(phase: str) -> str:
     """A worker phase as the phase label shows it: "Importing TensorFlow"."""
     label = phase_label(phase)
     return label[:1].upper() + label[1:]
+
+
+LAST_MINUTES_S = 180.0  # a long watch's verdict shows the plot's last three minutes
 
 
 def _largest_clean(result: BenchResult) -> int | None:
@@ -561,7 +565,10 @@ class BenchPage(QWidget):
         self.causes.clear()
         self.causes.set_placeholder("When the watched process ends, why it ended appears here.")
         self.outcome_label.setText(f"Watching <b>{html.escape(watched.label)}</b>…")
-        if not self.watch_bridge.start(watched, tf_file=tf):
+        # the trace goes to disk as it is taken: whatever happens, the last minutes survive
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        record = tf.parent / f"{stamp}-pid{watched.pid}.trace.jsonl"
+        if not self.watch_bridge.start(watched, tf_file=tf, record=record):
             return False
         self.last_watch = None
         self._phase, self._step = f"Watching {watched.label}", ""
@@ -587,7 +594,16 @@ class BenchPage(QWidget):
         colour = "#6b7582" if e.normal else "#c62828"
         said = f"<b style='color:{colour}'>{html.escape(result.watched.label)}</b>: "
         said += f"{html.escape(e.words())} after {result.duration_s:.0f} s."
+        for line in e.restart_lines[-1:]:
+            said += f"<br>Jupyter: {html.escape(line)}"
+        if result.trace is not None:
+            said += f"<br><span style='color:#6b7582'>Trace: {html.escape(str(result.trace))}"
+            said += "</span>"
         self.outcome_label.setText(said)
+        samples = [i for k, i in result.items if k == "sample"]
+        if samples and samples[-1]["t"] > LAST_MINUTES_S:  # its last minutes, where it died
+            end = float(samples[-1]["t"])
+            self.plot.memory.setXRange(end - LAST_MINUTES_S, end, padding=0.02)
         self.causes.clear()
         for i, cause in enumerate(result.causes):
             self.causes.add_finding(cause_finding(cause, rank_severity(i)))

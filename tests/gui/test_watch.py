@@ -41,6 +41,7 @@ def watch(qtbot, page: BenchPage, child: subprocess.Popen[bytes], label: str):  
 def test_a_watched_process_killed_by_a_cgroup_oom_gets_its_verdict(qtbot, page) -> None:  # type: ignore[no-untyped-def]
     with memcg.MemoryCgroup(200 << 20) as cg:
         child = subprocess.Popen(cg.wrap([sys.executable, "-c", GROW]))
+        qtbot.waitUntil(lambda: cg.path.name in Path(f"/proc/{child.pid}/cgroup").read_text())
         result = watch(qtbot, page, child, "a growing job")
     assert result.ending.signal == "SIGKILL" and result.ending.oom_kill_line
     found = page.causes.findings()
@@ -49,6 +50,9 @@ def test_a_watched_process_killed_by_a_cgroup_oom_gets_its_verdict(qtbot, page) 
     assert page.plot.series_lengths()["rss"] > 5  # its memory was plotted as it climbed
     assert any("killed by SIGKILL" in m for m in page.plot.marker_labels())
     assert not page.running and page.start_button.isEnabled()
+    assert "ram_cap" in page.plot.limits  # its cgroup's limit: the wall it died at
+    assert result.trace is not None and result.trace.is_file()  # recorded as it went
+    assert str(result.trace) in page.outcome_label.text()
 
 
 def test_a_watched_process_that_ends_well_explains_nothing(qtbot, page) -> None:  # type: ignore[no-untyped-def]
