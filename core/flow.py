@@ -72,7 +72,12 @@ def step_states(session: Session) -> dict[str, StepState]:
         if log_door:
             note = (note + " " if note else "") + "Optional: reproduce the crash under watch."
         s["reproduce"] = StepState("reproduce", True, note, skipped=log_door)
-    has_source = bool(session.logs or session.check is not None or session.bench is not None)
+    has_source = bool(
+        session.logs
+        or session.check is not None
+        or session.bench is not None
+        or session.watch is not None
+    )
     s["diagnosis"] = StepState(
         "diagnosis",
         has_source,

@@ -31,6 +31,7 @@ from tfdoctor.core.fixes.propose import measure, proposed_fixes
 from tfdoctor.core.model import Cause, Diagnosis, Evidence, Facts, Finding, Target
 
 if TYPE_CHECKING:
+    from tfdoctor.core.bench.observe import WatchResult
     from tfdoctor.core.bench.supervisor import BenchResult, SupervisorOptions
     from tfdoctor.core.scan import CheckReport
 
@@ -103,6 +104,7 @@ class Inputs:
     findings: tuple[Finding, ...] = ()  # the environment check's
     run: RunEvidence | None = None
     telemetry: tuple[TelemetryItem, ...] = ()  # the run's timeline (or a recorded trace)
+    watch: tuple[Cause, ...] = ()  # the verdict of a watch of the user's own process
     key: tuple[object, ...] = field(default=(), compare=False, repr=False)  # see Session
 
 
@@ -218,10 +220,13 @@ def analyse(inputs: Inputs) -> Analysis:
     run = inputs.run
     tele = tuple(telemetry_causes(inputs.telemetry, info)) if inputs.telemetry else ()
     crash = combined_causes(
-        info, log=log_d.causes if log_d is not None else (), findings=inputs.findings
+        info,
+        log=log_d.causes if log_d is not None else (),
+        findings=inputs.findings,
+        watch=inputs.watch,
     )
     experiments = combined_causes(info, run=run.causes if run is not None else (), telemetry=tele)
-    has_crash = bool(inputs.logs or crash)
+    has_crash = bool(inputs.logs or inputs.watch or crash)
     ranked = crash if has_crash else experiments
     measured = measure(
         inputs.facts,
@@ -231,7 +236,7 @@ def analyse(inputs: Inputs) -> Analysis:
         run.largest_clean_batch if run is not None else None,
     )
     # the check's own cause findings count through their fixes unless another source came
-    with_causes = bool(inputs.logs or run is not None or inputs.telemetry)
+    with_causes = bool(inputs.logs or run is not None or inputs.telemetry or inputs.watch)
     proposals = proposed_fixes(
         ranked if with_causes else (), inputs.findings, inputs.facts, measured
     )
@@ -288,6 +293,7 @@ class Session:
     bench: BenchResult | None = None
     telemetry: list[TelemetryItem] = field(default_factory=list)  # the last run's
     bench_options: SupervisorOptions | None = None  # the options of that run (its RAM cap...)
+    watch: WatchResult | None = None  # a watch of the user's own process, when it ended
     # The GUI's session: `analysis()` never reads logs or telemetry itself; a worker thread
     # runs `analyse(session.inputs())` and hands the result to `store`.
     background: bool = False
@@ -317,6 +323,7 @@ class Session:
             self.bench,
             self.telemetry,
             len(self.telemetry),
+            self.watch,
         )
 
     def inputs(self) -> Inputs:
@@ -327,7 +334,8 @@ class Session:
             tuple(self.findings()),
             RunEvidence.of(self.bench) if self.bench is not None else None,
             tuple(self.telemetry),
-            self._key(),
+            watch=tuple(self.watch.causes) if self.watch is not None else (),
+            key=self._key(),
         )
 
     def analysis(self) -> Analysis | None:
@@ -385,6 +393,7 @@ class Session:
             "logs": [{"name": lg.name, "path": lg.path, "bytes": len(lg.text)} for lg in self.logs],
             "check": self.check.to_json() if self.check is not None else None,
             "bench": self.bench.to_json() if self.bench is not None else None,
+            "watch": self.watch.to_json() if self.watch is not None else None,
             "log_diagnosis": log_diagnosis.to_json() if log_diagnosis else None,
         }
 

@@ -214,6 +214,7 @@ class MainWindow(QMainWindow):
         self.start_page.sig_paste_changed.connect(lambda _filled: self.update_steps())
         self.check_page.bridge.sig_check_finished.connect(self._on_check_finished)
         self.bench_page.bridge.sig_finished.connect(self._on_bench_finished)
+        self.bench_page.sig_watch_finished.connect(self._on_watch_finished)
         self.analysis_bridge.sig_analysed.connect(self._on_analysis_done)
         self.analysis_bridge.sig_failed.connect(lambda _msg: self.update_steps())
         self.diagnosis_page.sig_show_moment.connect(self._show_moment)
@@ -350,6 +351,10 @@ class MainWindow(QMainWindow):
         self.session.bench = result
         self.session.bench_options = self.bench_page.last_options
         self.session.telemetry = [item for _, item in self.bench_page.bridge.timeline.since(0)]
+        self.update_steps()
+
+    def _on_watch_finished(self, result: object) -> None:
+        self.session.watch = result  # type: ignore[assignment]  # an observe.WatchResult
         self.update_steps()
 
     def _on_analysis_done(self, _analysis: object) -> None:

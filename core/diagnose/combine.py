@@ -15,6 +15,7 @@ SOURCE_LOG = "crash log"
 SOURCE_CHECK = "environment check"
 SOURCE_RUN = "reproduced run"
 SOURCE_TELEMETRY = "telemetry"
+SOURCE_WATCH = "watch of your process"
 FINDING_CAUSE_PREFIX = "log."  # a check finding that is a diagnosed cause: log.<cause id>
 
 
@@ -67,10 +68,12 @@ def combined_causes(
     findings: Sequence[Finding] = (),
     run: Sequence[Cause] = (),
     telemetry: Sequence[Cause] = (),
+    watch: Sequence[Cause] = (),
 ) -> list[RankedCause]:
     """Every source's causes, ranked: the crash logs', the check findings that are causes,
-    the reproduced run's and its telemetry's."""
+    the reproduced run's and its telemetry's, and a watch of the user's own process."""
     found = [(SOURCE_LOG, c) for c in log]
+    found += [(SOURCE_WATCH, c) for c in watch]
     for f in findings:
         c = finding_cause(f, info)
         if c is not None:

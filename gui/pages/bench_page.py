@@ -114,6 +114,7 @@ class BenchPage(QWidget):
     """Presets and knobs, Start/Stop, progress, the live plot, the log, the outcome."""
 
     sig_status_changed = Signal(str)
+    sig_watch_finished = Signal(object)  # observe.WatchResult: the user's own crash, explained
 
     def __init__(
         self,
@@ -628,6 +629,7 @@ class BenchPage(QWidget):
         self._update_phase_label(with_time=False)
         top = result.causes[0].title if result.causes else e.words()
         self._status(f"{result.watched.label}: {top}")
+        self.sig_watch_finished.emit(result)
 
     def shutdown(self, wait_s: float = 15.0) -> None:
         """Stop a run when the window closes: the worker and its children are killed and its

@@ -83,3 +83,33 @@ def test_the_dialog_picks_a_process_and_says_why_start_is_disabled(qtbot, tmp_pa
     finally:
         child.kill()
         child.wait()
+
+
+@NEEDS_MEMCG
+def test_the_watchs_verdict_is_the_users_crash_on_diagnosis_and_fix(
+    qtbot, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:  # type: ignore[no-untyped-def]
+    from tfdoctor.gui.main_window import MainWindow
+
+    monkeypatch.setenv("TFDOCTOR_STATE_DIR", str(tmp_path))
+    w = MainWindow(autostart=False)
+    qtbot.addWidget(w)
+    w.show()
+    assert w.start_page.watch_door.isVisible()
+    w.watch_notebook(open_dialog=False)
+    assert w.current_step == "reproduce"
+    with memcg.MemoryCgroup(200 << 20) as cg:
+        child = subprocess.Popen(cg.wrap([sys.executable, "-c", GROW]))
+        qtbot.waitUntil(lambda: cg.path.name in Path(f"/proc/{child.pid}/cgroup").read_text())
+        with qtbot.waitSignal(w.bench_page.sig_watch_finished, timeout=60_000):
+            assert w.bench_page.start_watch(observe.Watched(child.pid, "my notebook", child=child))
+    assert w.session.watch is not None
+    w.go("diagnosis")
+    page = w.diagnosis_page
+    qtbot.waitUntil(lambda: not page.busy_now, timeout=30_000)
+    assert page.ranked and page.ranked[0].cause.id == "host_oom"
+    assert "watch of your process" in page.ranked[0].sources
+    w.go("fix")
+    qtbot.waitUntil(lambda: not w.analysis_bridge.busy, timeout=30_000)
+    assert w.fix_page.fix_ids, "the watch's verdict proposes fixes"
+    w.bench_page.shutdown(10)
