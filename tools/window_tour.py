@@ -188,6 +188,11 @@ class Tour:
                 self.w.go(step)
                 self.spin(0.35)
                 found = self.audit(step, (width, height))
+                for _ in range(4):  # on a loaded machine word-wrapped cards settle late
+                    if not found:
+                        break
+                    self.spin(0.5)
+                    found = self.audit(step, (width, height))
                 self.report.setdefault(f"{width}x{height}", {})[step] = found
                 problems += [f"{width}x{height} {step}: {p}" for p in found]
                 self.w.grab().save(str(folder / f"{n:02d}-{step}.png"))

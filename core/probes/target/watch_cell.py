@@ -103,4 +103,5 @@ def _tfdoctor_watch():
     put("marker", label=f"watching: TensorFlow {tf.__version__}", category="note")
 
 
-_tfdoctor_watch()
+if __name__ == "__main__":  # a notebook's cell runs in __main__ (importing it does nothing)
+    _tfdoctor_watch()
