@@ -106,7 +106,11 @@ class FindingCard(QFrame):
         sev = finding.severity
         self.setObjectName("findingCard")
         self.setProperty("severity", sev.label)
-        self.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Maximum)
+        # at least as tall as its wrapped text needs at its width (Maximum capped it at a
+        # size hint made for another width, and cut the explanation's last line)
+        policy = QSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Minimum)
+        policy.setHeightForWidth(True)
+        self.setSizePolicy(policy)
 
         outer = QVBoxLayout(self)
         outer.setContentsMargins(0, 0, 0, 0)

@@ -105,3 +105,42 @@ def test_card_header_toggles_from_the_keyboard(qtbot) -> None:  # type: ignore[n
     assert not card.expanded
     qtbot.mouseClick(card.header, Qt.MouseButton.LeftButton)
     assert card.expanded
+
+
+def test_a_cards_wrapped_explanation_is_never_cut_at_any_width(qtbot) -> None:  # type: ignore[no-untyped-def]
+    """A long explanation (a real cap-kill cause's) at every width from 380 to 520 px: the
+    card is as tall as its wrapped text needs (its size policy once capped it at a size hint
+    made for another width, and the last line was cut; the window tour found it at 1024x700)."""
+    from PySide6.QtCore import QRect
+
+    text = (
+        "The run needed more than the 1100 MiB cap you set; it peaked at 1.1 GiB in its memory "
+        "cgroup (at the last reading 1.0 GiB of the program's own memory and 72.0 KiB of file "
+        "pages: libraries and page cache, which the cap counts too). Its RSS peaked at 1.5 GiB: "
+        "RSS counts shared libraries' pages and leaves out page cache, so it is not the number "
+        "the cap is decided on. The kernel stopped it at the cap, as the cap asks: this is the "
+        "experiment's limit, not your machine running out of RAM. Run it with a higher cap, or "
+        "none, to measure what it needs, or make the run need less."
+    )
+    cut = []
+    for width in range(380, 521, 4):
+        view = FindingsView()
+        qtbot.addWidget(view)
+        view.resize(width, 300)
+        view.show()
+        finding = Finding(
+            "x", Severity.ERROR, "The run needed more than the 1100 MiB RAM cap you set", text,
+            (Evidence("a kernel log line", line=3, source="kernel log"),), ("stream_tf_data",),
+            "memory",
+        )  # fmt: skip
+        card = view.add_finding(finding)
+        qtbot.wait(10)
+        label = card.explanation
+        box = label.contentsRect()
+        need = label.fontMetrics().boundingRect(
+            QRect(0, 0, box.width(), 1 << 20), int(Qt.TextFlag.TextWordWrap.value), text
+        )
+        if need.height() > box.height() + 2:
+            cut.append((width, box.height(), need.height()))
+        view.close()
+    assert cut == []
