@@ -22,9 +22,12 @@ RETRACE_OF_FIRST = 0.25  # a later step at least this part of the first step's t
 INPUT_BOUND_UTIL = 30  # % GPU utilisation while steps run
 
 
-def _fit(xs: Sequence[float], ys: Sequence[float]) -> tuple[float, float]:
-    """(slope, r squared) of a least-squares line."""
+def fit_line(xs: Sequence[float], ys: Sequence[float]) -> tuple[float, float]:
+    """(slope, r squared) of a least-squares line; (0, 0) for fewer than 3 points or a flat
+    series."""
     n = len(xs)
+    if n < 3:
+        return 0.0, 0.0
     mx, my = sum(xs) / n, sum(ys) / n
     sxx = sum((x - mx) ** 2 for x in xs)
     syy = sum((y - my) ** 2 for y in ys)
@@ -61,7 +64,7 @@ def telemetry_causes(
             xs, ys = found.get(key, ([], []))
             if len(xs) < 10:
                 continue
-            slope, r2 = _fit(xs, ys)
+            slope, r2 = fit_line(xs, ys)
             growth = ys[-1] - ys[0]
             if (
                 r2 >= LEAK_MIN_R2

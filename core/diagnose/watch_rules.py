@@ -9,11 +9,12 @@ verdict. A process that ended normally gets no cause: nothing is invented.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from tfdoctor.core.diagnose.engine import CauseInfo, shipped_causes
+from tfdoctor.core.diagnose.telemetry_rules import fit_line
 from tfdoctor.core.model import Cause, Evidence
 
 GIB = float(1 << 30)
@@ -70,20 +71,6 @@ class Ending:
             "xid_lines": self.xid_lines,
             "restart_lines": self.restart_lines,
         }
-
-
-def _fit(xs: Sequence[float], ys: Sequence[float]) -> tuple[float, float]:
-    """(slope, r squared) of a least-squares line."""
-    n = len(xs)
-    if n < 3:
-        return 0.0, 0.0
-    mx, my = sum(xs) / n, sum(ys) / n
-    sxx = sum((x - mx) ** 2 for x in xs)
-    syy = sum((y - my) ** 2 for y in ys)
-    sxy = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True))
-    if sxx == 0 or syy == 0:
-        return 0.0, 0.0
-    return sxy / sxx, (sxy * sxy) / (sxx * syy)
 
 
 def _gib(v: float) -> str:
@@ -235,7 +222,7 @@ def watched_causes(
                 continue
         xs = [t for t, _ in mine]
         ys = [float(v) for _, v in mine]
-        slope, r2 = _fit(xs, ys)
+        slope, r2 = fit_line(xs, ys)
         if mine_growth >= GROWTH_MIN and r2 >= LEAK_R2 and slope > 0:
             cause(
                 "memory_leak",
