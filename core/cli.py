@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
-from tfdoctor.core import __version__, cli_diagnose
+from tfdoctor.core import __version__, cli_diagnose, cli_report
 from tfdoctor.core.bench.config import FAULTS, PRESETS
 from tfdoctor.core.paths import refuse_existing
 from tfdoctor.core.redact import mask_secrets, mask_text
@@ -82,6 +82,12 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="open the app, render its window offscreen, and quit (for packaging checks)",
     )
+    p.add_argument(
+        "--open",
+        dest="open_app_file",
+        metavar="FILE",
+        help="open the app with a saved investigation (.tfdoctor)",
+    )
     menu = p.add_mutually_exclusive_group()
     menu.add_argument(
         "--install-desktop-entry",
@@ -127,8 +133,14 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--all", action="store_true", help="also list the checks that passed")
     c.add_argument("--no-color", action="store_true", help="no ANSI colours")
     _add_show_secrets(c)
+    cli_report.add_file_options(
+        c,
+        "shows its check without running one (--python or --kernel checks again; a file "
+        "without a check has its Python checked)",
+    )
 
     cli_diagnose.add_parser(sub)
+    cli_report.add_parser(sub)
 
     b = sub.add_parser(
         "bench",
@@ -230,6 +242,7 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--fault-at-step", type=int, default=2, help=argparse.SUPPRESS)
     b.add_argument("--json", action="store_true", help="print the result as JSON")
     b.add_argument("--no-color", action="store_true", help="no ANSI colours")
+    cli_report.add_file_options(b, "its Python is run unless --python or --kernel names one")
 
     wat = sub.add_parser(
         "watch",
@@ -261,6 +274,7 @@ def build_parser() -> argparse.ArgumentParser:
     wat.add_argument(
         "--first-cell", action="store_true", help="print the notebook's first cell and exit"
     )
+    cli_report.add_file_options(wat, "the watch is added to it (with --save)")
     wat.add_argument(
         "cmd", nargs=argparse.REMAINDER, metavar="-- COMMAND", help="start it and watch it"
     )
@@ -384,7 +398,7 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-OpenApp = Callable[[bool], int]
+OpenApp = Callable[[bool, str | None], int]  # (smoke test, an investigation to open)
 
 
 def main(argv: Sequence[str] | None = None, open_app: OpenApp | None = None) -> int:
@@ -408,11 +422,13 @@ def main(argv: Sequence[str] | None = None, open_app: OpenApp | None = None) -> 
         if args.command is None:
             if open_app is None:
                 return _fail("the desktop app is not available here; `tfdoctor check` works")
-            return open_app(args.smoke_test)
+            return open_app(args.smoke_test, args.open_app_file)
         if args.command == "check":
             return cmd_check(args)
         if args.command == "diagnose":
             return cli_diagnose.cmd_diagnose(args)
+        if args.command == "report":
+            return cli_report.cmd_report(args)
         if args.command == "envs":
             return cmd_envs(args)
         if args.command == "bench":
@@ -493,7 +509,16 @@ def cmd_check(args: argparse.Namespace) -> int:
 
     if args.timeout <= 0:
         return _fail("--timeout must be a positive number of seconds")
-    target = _target(args)
+    session = cli_report.opened_session(args)
+    if isinstance(session, str):
+        return _fail(session)
+    named = bool(args.python or args.kernel)
+    if session is not None and session.check is not None and not named:
+        return _show_check(args, session.check, session)  # the saved check, not a new one
+    if session is not None and session.target is not None and not named:
+        target: Target | str = session.target
+    else:
+        target = _target(args)
     if isinstance(target, str):
         return _fail(target)
     from tfdoctor.core.probes.targetrun import python_version
@@ -523,6 +548,19 @@ def cmd_check(args: argparse.Namespace) -> int:
         print("\r\033[K", end="", file=sys.stderr, flush=True)
     report: CheckReport | None = run.wait()
     assert report is not None
+    return _show_check(args, report, session)
+
+
+def _show_check(args: argparse.Namespace, report: CheckReport, session: Any) -> int:
+    """Print a check (as JSON or for the terminal); with --save, keep it in the file."""
+    if args.save:
+        from tfdoctor.core.session import Session
+
+        session = session if session is not None else Session()
+        session.target, session.check = report.target, report
+        failed = cli_report.save_session(args, session)
+        if failed is not None:
+            return failed
     if args.json:
         data = report.to_json()
         json.dump(
@@ -591,7 +629,13 @@ def cmd_bench(args: argparse.Namespace) -> int:
         return _fail("--input-shape: give the dimensions, e.g. 64x64x3 (or leave it out)")
     if args.set and not args.verify_fix:
         return _fail("--set gives a fix parameter: use it with --verify-fix FIX")
-    target = _target(args)
+    session = cli_report.opened_session(args)
+    if isinstance(session, str):
+        return _fail(session)
+    if session is not None and session.target is not None and not (args.python or args.kernel):
+        target: Target | str = session.target
+    else:
+        target = _target(args)
     if isinstance(target, str):
         return _fail(target)
     try:
@@ -646,6 +690,15 @@ def cmd_bench(args: argparse.Namespace) -> int:
         return _fail(run.error)
     res = run.result
     assert res is not None
+    if args.save:
+        from tfdoctor.core.session import Session
+
+        session = session if session is not None else Session()
+        session.target, session.bench, session.bench_options = target, res, options
+        session.telemetry = [item for _, item in run.timeline.since(0)]
+        failed = cli_report.save_session(args, session)
+        if failed is not None:
+            return failed
     if args.json:
         json.dump(res.to_json(), sys.stdout, indent=2, default=str)
         sys.stdout.write("\n")
@@ -888,6 +941,9 @@ def cmd_watch(args: argparse.Namespace) -> int:
     command = args.cmd[1:] if args.cmd[:1] == ["--"] else list(args.cmd)
     if command and (args.pid is not None or args.kernel):
         return _fail("watch a running process (--pid, --kernel) or start one (-- COMMAND)")
+    session = cli_report.opened_session(args)
+    if isinstance(session, str):
+        return _fail(session)
     if args.record:
         refused = refuse_existing(Path(args.record), args.force)
         if refused:
@@ -935,6 +991,14 @@ def cmd_watch(args: argparse.Namespace) -> int:
         result = observer.wait()
     if tty:
         print()
+    if args.save:
+        from tfdoctor.core.session import Session
+
+        session = session if session is not None else Session()
+        session.watch = result
+        failed = cli_report.save_session(args, session)
+        if failed is not None:
+            return failed
     if args.json:
         print(json.dumps(result.to_json(), indent=2))
         return EXIT_OK

@@ -14,7 +14,7 @@ import textwrap
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from tfdoctor.core import jsonio
+from tfdoctor.core import cli_report, jsonio
 from tfdoctor.core.terminal import EXIT_OK, Painter
 from tfdoctor.core.terminal import clip as _clip
 from tfdoctor.core.terminal import fail as _fail
@@ -72,6 +72,9 @@ def add_parser(sub: Any) -> None:
     d.add_argument("--force", action="store_true", help="replace SCRIPT if it exists")
     d.add_argument("--json", action="store_true", help="print the diagnosis as JSON")
     d.add_argument("--no-color", action="store_true", help="no ANSI colours")
+    cli_report.add_file_options(
+        d, "its logs, check, run and watch are one case with the files given"
+    )
 
 
 def cmd_diagnose(args: argparse.Namespace) -> int:
@@ -81,10 +84,19 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
     from tfdoctor.core.diagnose.reader import LimitedStream, not_text
 
     combined = bool(
-        args.check or args.run or args.trace or args.recent or args.fixes or args.export
+        args.check
+        or args.run
+        or args.trace
+        or args.recent
+        or args.fixes
+        or args.export
+        or args.open
+        or args.save
     )
     if not args.files and not combined:
-        return _fail("name a log file (- reads stdin), or --check, --run, --trace or --recent")
+        return _fail(
+            "name a log file (- reads stdin), or --check, --run, --trace, --recent or --open"
+        )
     inputs: list[Any] = []
     names: list[str] = []
     streams: list[tuple[str, LimitedStream]] = []
@@ -224,13 +236,18 @@ def _diagnose_case(args: argparse.Namespace, inputs: list[Any], names: list[str]
     from pathlib import Path
 
     from tfdoctor.core import fixes, telemetry
+    from tfdoctor.core.bench.outcome import BenchResult
     from tfdoctor.core.diagnose import recent
     from tfdoctor.core.fixes import export, propose
     from tfdoctor.core.paths import atomic_write_text
     from tfdoctor.core.scan import CheckReport
-    from tfdoctor.core.session import Inputs, LogInput, RunEvidence, analyse
+    from tfdoctor.core.session import Inputs, LogInput, RunEvidence, Session, analyse
 
-    logs = [
+    session = cli_report.opened_session(args)
+    if isinstance(session, str):
+        return _fail(session)
+    session = session if session is not None else Session()
+    logs = list(session.logs) + [
         LogInput(name, text=src.read())
         if not isinstance(src, Path)
         else LogInput(name, path=str(src))
@@ -241,6 +258,17 @@ def _diagnose_case(args: argparse.Namespace, inputs: list[Any], names: list[str]
     for loaded in (check, run):
         if isinstance(loaded, str):
             return _fail(loaded)
+    if check is None:
+        check = session.check
+    else:
+        session.check = check
+        session.target = check.target
+    if run is None and session.bench is not None:
+        run = RunEvidence.of(session.bench)
+    elif args.run and args.save:  # the whole result, for the file (its evidence is enough here)
+        whole = _load_saved("--run", args.run, BenchResult.from_json)
+        if not isinstance(whole, str):
+            session.bench = whole
     items: list[tuple[str, dict[str, Any]]] = []
     if args.trace:
         try:
@@ -254,12 +282,20 @@ def _diagnose_case(args: argparse.Namespace, inputs: list[Any], names: list[str]
         logs += [LogInput(f.name, f.text if f.path is None else b"", f.path) for f in found]
         for line in [*problems, *([] if found else ["no recent crash found"])]:
             print(f"tfdoctor: {line}", file=sys.stderr)
+    if items:
+        session.telemetry = items
+    items = items or list(session.telemetry)
+    session.logs = logs
     facts = check.facts if check is not None else None
     findings = tuple(check.findings) if check is not None else ()
+    watch = tuple(session.watch.causes) if session.watch is not None else ()
     try:
-        a = analyse(Inputs(tuple(logs), facts, findings, run, tuple(items)))
+        a = analyse(Inputs(tuple(logs), facts, findings, run, tuple(items), watch))
     except OSError as exc:
         return _fail(f"{getattr(exc, 'filename', None) or 'input'}: {exc.strerror or exc}")
+    failed = cli_report.save_session(args, session)
+    if failed is not None:
+        return failed
     python = check.target.python if check is not None else None
     proposals = [
         {

@@ -13,6 +13,41 @@ from typing import Any
 Item = tuple[str, dict[str, Any]]
 
 WORKER_RSS, TF_IN_USE, GPU_USED = "Worker RSS", "TF in use", "GPU used"
+GIB = float(1 << 30)
+MIB = float(1 << 20)
+
+# the plots' series (live, and a report's picture): id -> (legend name, colour, dashed)
+STYLES: dict[str, tuple[str, str, bool]] = {
+    "ram_used": ("System RAM used", "#1f77b4", False),
+    "swap_used": ("Swap used", "#7f7f7f", False),
+    "rss": ("Worker RSS", "#ff7f0e", False),
+    "cgroup": ("Worker cgroup (what the cap counts)", "#e377c2", False),
+    "worker_vram": ("Worker VRAM", "#ff7f0e", True),
+    "tf_current": ("TF in use", "#9467bd", False),
+    "tf_peak": ("TF peak", "#9467bd", True),
+}
+GPU_COLOURS = ("#2ca02c", "#17becf", "#bcbd22", "#d62728")
+MARKER_COLOURS = {
+    "phase": "#8c8c8c",
+    "oom": "#d62728",
+    "crash": "#d62728",
+    "guard": "#e377c2",
+    "fix": "#2ca02c",
+    "stall": "#ff7f0e",
+    "xid": "#d62728",
+    "note": "#8c8c8c",
+    "probe": "#8c8c8c",
+    "probe_end": "#8c8c8c",
+}
+
+
+def format_bytes(value: float) -> str:
+    """Axis and label text: "512 MiB", "1.5 GiB"."""
+    if abs(value) >= GIB:
+        return f"{value / GIB:.1f} GiB"
+    if abs(value) >= MIB or value == 0:
+        return f"{value / MIB:.0f} MiB"
+    return f"{value / 1024:.0f} KiB"
 
 
 def rss_bytes(sample: dict[str, Any]) -> float | None:

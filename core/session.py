@@ -13,6 +13,7 @@ inputs; it goes stale as soon as an input changes.
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -33,6 +34,7 @@ from tfdoctor.core.model import Cause, Diagnosis, Evidence, Facts, Finding, Targ
 if TYPE_CHECKING:
     from tfdoctor.core.bench.observe import WatchResult
     from tfdoctor.core.bench.supervisor import BenchResult, SupervisorOptions
+    from tfdoctor.core.bench.verify import Verification
     from tfdoctor.core.scan import CheckReport
 
 TelemetryItem = tuple[str, dict[str, Any]]  # (kind, item) as `core.telemetry.Timeline` holds
@@ -294,6 +296,9 @@ class Session:
     telemetry: list[TelemetryItem] = field(default_factory=list)  # the last run's
     bench_options: SupervisorOptions | None = None  # the options of that run (its RAM cap...)
     watch: WatchResult | None = None  # a watch of the user's own process, when it ended
+    # what the user tried: fixes applied and undone (oldest first), and the verify runs
+    fix_log: list[dict[str, Any]] = field(default_factory=list)
+    verifications: list[Verification] = field(default_factory=list)
     # The GUI's session: `analysis()` never reads logs or telemetry itself; a worker thread
     # runs `analyse(session.inputs())` and hands the result to `store`.
     background: bool = False
@@ -377,6 +382,19 @@ class Session:
         if self._error is not None and _same(self._error[0], self._key()):
             return self._error[1]
         return None
+
+    def note_fix(self, action: str, record: Mapping[str, Any]) -> None:
+        """Remember a fix applied or undone (a transaction record of `core.fixes`)."""
+        self.fix_log.append(
+            {
+                "action": action,
+                "id": record.get("id"),
+                "fixes": list(record.get("fixes") or ()),
+                "target": str(record.get("target") or ""),
+                "changed": record.get("changed", True),
+                "at": datetime.datetime.now().isoformat(timespec="seconds"),
+            }
+        )
 
     def forget(self) -> None:
         """Analyse again from scratch (the log files may have grown since)."""

@@ -357,31 +357,50 @@ def read_trace(
         TraceError: not a tfdoctor trace (one-line reason).
         OSError: the file cannot be read.
     """
+    with Path(path).open("rb") as fh:
+        return parse_trace(fh, str(path))
+
+
+def parse_trace(
+    lines: Iterable[bytes], name: str
+) -> tuple[dict[str, Any], list[tuple[str, dict[str, Any]]]]:
+    """A trace's lines (bytes) read like `read_trace`; `name` is what messages call it.
+
+    Raises:
+        TraceError: not a tfdoctor trace (one-line reason).
+    """
     items: list[tuple[str, dict[str, Any]]] = []
     header: dict[str, Any] | None = None
-    with Path(path).open("rb") as fh:
-        for n, raw in enumerate(fh, 1):
-            try:
-                rec = jsonio.loads(raw)
-            except ValueError:
-                if n == 1:
-                    raise TraceError(f"{path}: not a tfdoctor trace (line 1 is not JSON)") from None
-                log.debug("trace %s: skipping a broken line %d", path, n)
-                continue
-            if header is None:
-                if not isinstance(rec, dict) or rec.get("format") != TRACE_FORMAT:
-                    raise TraceError(f"{path}: not a tfdoctor trace (no trace header)")
-                if rec.get("version") != TRACE_VERSION:
-                    raise TraceError(f"{path}: trace version {rec.get('version')} is not supported")
-                header = rec
-                continue
-            if isinstance(rec, dict) and isinstance(rec.get("k"), str):
-                kind = rec.pop("k")
-                if isinstance(rec.get("t"), (int, float)):
-                    items.append((kind, rec))
+    for n, raw in enumerate(lines, 1):
+        try:
+            rec = jsonio.loads(raw)
+        except ValueError:
+            if n == 1:
+                raise TraceError(f"{name}: not a tfdoctor trace (line 1 is not JSON)") from None
+            log.debug("trace %s: skipping a broken line %d", name, n)
+            continue
+        if header is None:
+            if not isinstance(rec, dict) or rec.get("format") != TRACE_FORMAT:
+                raise TraceError(f"{name}: not a tfdoctor trace (no trace header)")
+            if rec.get("version") != TRACE_VERSION:
+                raise TraceError(f"{name}: trace version {rec.get('version')} is not supported")
+            header = rec
+            continue
+        if isinstance(rec, dict) and isinstance(rec.get("k"), str):
+            kind = rec.pop("k")
+            if isinstance(rec.get("t"), (int, float)):
+                items.append((kind, rec))
     if header is None:
-        raise TraceError(f"{path}: empty file, not a tfdoctor trace")
+        raise TraceError(f"{name}: empty file, not a tfdoctor trace")
     return header, items
+
+
+def trace_bytes(items: Iterable[tuple[str, dict[str, Any]]], header: dict[str, Any]) -> bytes:
+    """Items as a whole trace file (the format TraceWriter writes and read_trace reads)."""
+    head = {"format": TRACE_FORMAT, "version": TRACE_VERSION, **header}
+    out = [json.dumps(head, separators=(",", ":"))]
+    out += [json.dumps({"k": kind, **item}, separators=(",", ":")) for kind, item in items]
+    return ("\n".join(out) + "\n").encode("utf-8")
 
 
 def rotated_path(path: str | os.PathLike[str]) -> Path:

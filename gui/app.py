@@ -113,8 +113,9 @@ def _close_on_signals(window: MainWindow) -> Iterator[list[int]]:
         wsock.close()
 
 
-def main(smoke_test: bool = False) -> int:
-    """Open the main window and run the event loop; returns the process exit code."""
+def main(smoke_test: bool = False, open_file: str | None = None) -> int:
+    """Open the main window (with a saved investigation, if given) and run the event loop;
+    returns the process exit code."""
     reason = no_display_reason() or platform_check.missing_plugin_reason()
     if reason is not None:
         print(f"tfdoctor: {reason}", file=sys.stderr)
@@ -125,6 +126,8 @@ def main(smoke_test: bool = False) -> int:
     window = MainWindow(autostart=not smoke_test)
     window.resize(*WINDOW_SIZE)
     window.show()
+    if open_file:
+        QTimer.singleShot(0, window, lambda: window.open_investigation(open_file))
     if smoke_test:
 
         def finish() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 
 
-def open_app(smoke_test: bool) -> int:
+def open_app(smoke_test: bool, open_file: str | None = None) -> int:
     try:
         from tfdoctor.gui.app import main as gui_main
     except ImportError as exc:  # PySide6 missing or its system libraries (libGL, libEGL) absent
@@ -14,7 +14,7 @@ def open_app(smoke_test: bool) -> int:
             file=sys.stderr,
         )
         return 2
-    return gui_main(smoke_test=smoke_test)
+    return gui_main(smoke_test=smoke_test, open_file=open_file)
 
 
 def main() -> int:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,6 +36,25 @@ class OomKillEvidence:
             "kernel_line": self.kernel_line,
             "kernel_log_readable": self.kernel_log_readable,
         }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> OomKillEvidence:
+        def num(key: str) -> int | None:
+            v = data.get(key)
+            return int(v) if isinstance(v, (int, float)) else None
+
+        readable = data.get("kernel_log_readable")
+        return cls(
+            num("vmstat_oom_kill_delta"),
+            num("cgroup_oom_kill_delta"),
+            _str_or_none(data.get("cgroup")),
+            _str_or_none(data.get("kernel_line")),
+            bool(readable) if readable is not None else None,
+        )
+
+
+def _str_or_none(value: Any) -> str | None:
+    return str(value) if value is not None else None
 
 
 def vmstat_oom_kills() -> int | None:

@@ -20,6 +20,7 @@ import signal
 import subprocess
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -138,6 +139,31 @@ class WatchResult:
             "trace": str(self.trace) if self.trace else None,
             "causes": [c.to_json() for c in self.causes],
         }
+
+    @classmethod
+    def from_json(
+        cls, data: Mapping[str, Any], items: list[tuple[str, dict[str, Any]]] | None = None
+    ) -> WatchResult:
+        """A watch's result as `to_json` wrote it, with its telemetry `items` (kept apart).
+
+        Raises:
+            KeyError, TypeError, ValueError: malformed data.
+        """
+        trace = data.get("trace")
+        watched = Watched(
+            int(data["pid"]),
+            str(data.get("label") or f"pid {data['pid']}"),
+            str(data["kernel_id"]) if data.get("kernel_id") else None,
+            str(data["notebook"]) if data.get("notebook") else None,
+        )
+        return cls(
+            watched,
+            Ending.from_json(data["ending"]),
+            [Cause.from_json(c) for c in data.get("causes") or ()],
+            float(data.get("duration_s") or 0.0),
+            Path(trace) if trace else None,
+            list(items or ()),
+        )
 
 
 def _cgroup_reader(pid: int) -> Any:

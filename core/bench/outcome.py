@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from tfdoctor.core.bench.config import BenchConfig
 from tfdoctor.core.bench.evidence import OomKillEvidence
-from tfdoctor.core.model import Diagnosis
+from tfdoctor.core.model import Cause, Diagnosis
 
 # Every way a run ends (Outcome.status): what it means for people, and the label of its
 # marker on the telemetry timeline (None: no marker). The one list of status words.
@@ -28,6 +29,7 @@ STATUS_WORDS: dict[str, tuple[str, str | None]] = {
         "guard stop",
     ),
 }
+OUTPUT_TAIL_LINES = 400  # of the worker's output, kept with a saved result
 STATUSES = {status: meaning for status, (meaning, _) in STATUS_WORDS.items()}
 OUTCOME_MARKERS = {status: mark for status, (_, mark) in STATUS_WORDS.items() if mark}
 
@@ -54,6 +56,29 @@ class Outcome:
             "oom_kill": self.oom_kill.to_json() if self.oom_kill else None,
             "fault_stack": self.fault_stack,
         }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Outcome:
+        """An outcome as `to_json` wrote it.
+
+        Raises:
+            KeyError, TypeError, ValueError: malformed data.
+        """
+        status = str(data["status"])
+        if status not in STATUSES:
+            raise ValueError(f"unknown run status {status!r}")
+        code = data.get("exit_code")
+        kill = data.get("oom_kill")
+        return cls(
+            status,
+            int(code) if code is not None else None,
+            str(data["signal"]) if data.get("signal") else None,
+            float(data.get("duration_s") or 0.0),
+            str(data.get("detail") or ""),
+            dict(data["exception"]) if data.get("exception") else None,
+            OomKillEvidence.from_json(kill) if isinstance(kill, Mapping) else None,
+            str(data["fault_stack"]) if data.get("fault_stack") else None,
+        )
 
 
 @dataclass
@@ -83,7 +108,36 @@ class BenchResult:
         }
         if self.recommendation is not None:
             out["recommendation"] = self.recommendation
+        if self.output_tail:
+            out["output_tail"] = self.output_tail[-OUTPUT_TAIL_LINES:]
         return out
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> BenchResult:
+        """A result as `to_json` (or `tfdoctor bench --json`) wrote it.
+
+        Raises:
+            ValueError: not a benchmark result, or a malformed one (one line).
+        """
+        if not isinstance(data, Mapping) or data.get("schema") != 1 or "outcome" not in data:
+            raise ValueError("not a `tfdoctor bench --json` result")
+        try:
+            run_dir = data.get("run_dir")
+            return cls(
+                BenchConfig.from_json(dict(data["config"])),
+                Outcome.from_json(data["outcome"]),
+                dict(data.get("metrics") or {}),
+                Diagnosis(tuple(Cause.from_json(c) for c in data.get("causes") or ())),
+                [dict(p) for p in data.get("probes") or ()],
+                Path(run_dir) if run_dir else None,
+                [str(line) for line in data.get("output_tail") or ()],
+                dict(data.get("environment") or {}),
+                [dict(k) for k in data.get("knobs") or ()],
+                dict(data["recommendation"]) if data.get("recommendation") else None,
+            )
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            why = f"{type(exc).__name__}: {exc}"
+            raise ValueError(f"a malformed benchmark result ({why})") from None
 
 
 class Stop(Exception):

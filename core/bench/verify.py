@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -182,6 +182,40 @@ class Verification:
             "after": self.after,
             "notes": self.notes,
         }
+
+    def to_saved(self) -> dict[str, Any]:
+        """Everything but the telemetry (saved apart, see `from_saved`)."""
+        return {
+            **self.to_json(),
+            "before_result": self.before_result.to_json(),
+            "after_result": self.after_result.to_json(),
+        }
+
+    @classmethod
+    def from_saved(
+        cls,
+        data: Mapping[str, Any],
+        before_telemetry: list[tuple[str, dict[str, Any]]],
+        after_telemetry: list[tuple[str, dict[str, Any]]],
+    ) -> Verification:
+        """A verification as `to_saved` wrote it, with its two runs' telemetry.
+
+        Raises:
+            ValueError: malformed data (one line).
+        """
+        try:
+            return cls(
+                [str(f) for f in data["fixes"]],
+                dict(data["before"]),
+                dict(data["after"]),
+                [str(n) for n in data.get("notes") or ()],
+                BenchResult.from_json(data["before_result"]),
+                BenchResult.from_json(data["after_result"]),
+                before_telemetry,
+                after_telemetry,
+            )
+        except (KeyError, TypeError, AttributeError) as exc:
+            raise ValueError(f"a malformed verification ({type(exc).__name__}: {exc})") from None
 
 
 def next_to_try(

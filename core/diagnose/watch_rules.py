@@ -9,7 +9,7 @@ verdict. A process that ended normally gets no cause: nothing is invented.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -71,6 +71,22 @@ class Ending:
             "xid_lines": self.xid_lines,
             "restart_lines": self.restart_lines,
         }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Ending:
+        """Raises KeyError, TypeError or ValueError on malformed data."""
+        how = str(data["how"])
+        if how not in ("exited", "vanished", "running"):
+            raise ValueError(f"unknown ending {how!r}")
+        code = data.get("exit_code")
+        return cls(
+            how,
+            int(code) if code is not None else None,
+            str(data["signal"]) if data.get("signal") else None,
+            str(data["oom_kill_line"]) if data.get("oom_kill_line") else None,
+            [str(x) for x in data.get("xid_lines") or ()],
+            [str(x) for x in data.get("restart_lines") or ()],
+        )
 
 
 def _gib(v: float) -> str:

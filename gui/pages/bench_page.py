@@ -55,11 +55,12 @@ from tfdoctor.core.model import Finding, Severity, Target
 from tfdoctor.core.paths import state_dir
 from tfdoctor.core.probes import nvml
 from tfdoctor.core.probes.targetrun import current_target
+from tfdoctor.core.series import format_bytes
 from tfdoctor.gui import assets
 from tfdoctor.gui.bridges import BenchBridge, WatchBridge
 from tfdoctor.gui.findings_view import FindingsView
 from tfdoctor.gui.pages.layout import Notice, set_enabled
-from tfdoctor.gui.telemetry_plot import TelemetryPlot, format_bytes
+from tfdoctor.gui.telemetry_plot import TelemetryPlot
 
 log = logging.getLogger(__name__)
 

@@ -29,10 +29,11 @@ from tfdoctor.core.bench import verify as verify_mod
 from tfdoctor.core.bench.supervisor import SupervisorOptions
 from tfdoctor.core.fixes import propose
 from tfdoctor.core.knowledge import catalog
+from tfdoctor.core.series import format_bytes
 from tfdoctor.core.session import Session
 from tfdoctor.gui.pages.layout import Notice, page_layout, set_enabled
 from tfdoctor.gui.tasks import Task
-from tfdoctor.gui.telemetry_plot import ComparisonPlot, format_bytes, legend_html
+from tfdoctor.gui.telemetry_plot import ComparisonPlot, legend_html
 
 log = logging.getLogger(__name__)
 

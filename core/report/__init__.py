@@ -1,0 +1,1 @@
+"""Investigation files (.tfdoctor) and the reports made from them."""
