@@ -10,13 +10,23 @@ from __future__ import annotations
 import logging
 import platform
 import sys
+from pathlib import Path
 
 import pyqtgraph
 import PySide6
-from PySide6.QtCore import QSettings, QSize, Qt, QTimer
-from PySide6.QtGui import QAction, QActionGroup, QCloseEvent, QKeySequence, QShortcut
+from PySide6.QtCore import QSettings, QSize, Qt, QTimer, QUrl
+from PySide6.QtGui import (
+    QAction,
+    QActionGroup,
+    QCloseEvent,
+    QDragEnterEvent,
+    QDropEvent,
+    QKeySequence,
+    QShortcut,
+)
 from PySide6.QtWidgets import (
     QApplication,
+    QFileDialog,
     QFrame,
     QHBoxLayout,
     QLabel,
@@ -34,6 +44,7 @@ from PySide6.QtWidgets import (
 from tfdoctor.core import __version__, flow
 from tfdoctor.core.bench.supervisor import BenchResult
 from tfdoctor.core.model import Target
+from tfdoctor.core.report import investigation
 from tfdoctor.core.scan import CheckReport
 from tfdoctor.core.session import Session
 from tfdoctor.gui import assets, theme
@@ -45,8 +56,16 @@ from tfdoctor.gui.pages.export_page import ExportPage
 from tfdoctor.gui.pages.fix_page import FixPage
 from tfdoctor.gui.pages.layout import set_enabled
 from tfdoctor.gui.pages.start_page import StartPage
+from tfdoctor.gui.tasks import Task
 
 log = logging.getLogger(__name__)
+RECENT_FILES = 8
+
+
+def investigation_url(url: QUrl) -> bool:
+    """A dropped local .tfdoctor file."""
+    return url.isLocalFile() and url.toLocalFile().endswith(investigation.SUFFIX)
+
 
 # (title, tooltip) per step, in flow.STEPS order
 STEPS: list[tuple[str, str]] = [
@@ -161,6 +180,9 @@ class MainWindow(QMainWindow):
         rv.addWidget(nav)
         row.addWidget(right, 1)
         self.setCentralWidget(central)
+        self.investigation_path: Path | None = None  # the .tfdoctor file open or saved
+        self._open_task = Task(self, name="tfdoctor-open", poll_ms=50)
+        self.setAcceptDrops(True)
         self._build_menu()
 
         self._connect()
@@ -171,7 +193,36 @@ class MainWindow(QMainWindow):
             QTimer.singleShot(0, self, self.start_page.refresh_targets)
 
     def _build_menu(self) -> None:
-        """View > Theme: the desktop's look (the default), light or dark, kept across runs."""
+        """File: open and save the investigation, recent files, the report. View > Theme:
+        the desktop's look (the default), light or dark, kept across runs."""
+        file_menu = self.menuBar().addMenu("&File")
+        for text, keys, slot in (
+            ("&Open investigation…", "Ctrl+O", self._on_open_clicked),
+            ("&Save investigation", "Ctrl+S", self.save_investigation),
+            ("Save investigation &as…", "Ctrl+Shift+S", self.save_investigation_as),
+        ):
+            action = QAction(text, self)
+            action.setShortcut(QKeySequence(keys))
+            action.triggered.connect(lambda _=False, f=slot: f())
+            file_menu.addAction(action)
+        self.recent_menu = file_menu.addMenu("Open &recent")
+        self.recent_menu.aboutToShow.connect(self._fill_recent_menu)
+        file_menu.addSeparator()
+        add_log = QAction("Add a crash &log…", self)
+        add_log.setShortcut(QKeySequence("Ctrl+L"))
+        add_log.triggered.connect(self._open_logs)
+        file_menu.addAction(add_log)
+        report = QAction("Share a &report…", self)
+        report.setShortcut(QKeySequence("Ctrl+E"))
+        report.triggered.connect(lambda: self.go("export"))
+        file_menu.addAction(report)
+        file_menu.addSeparator()
+        quit_action = QAction("&Quit", self)
+        quit_action.setShortcut(QKeySequence("Ctrl+Q"))
+        quit_action.triggered.connect(self.close)
+        file_menu.addAction(quit_action)
+        self._fill_recent_menu()
+
         view = self.menuBar().addMenu("&View")
         menu = view.addMenu("&Theme")
         group = QActionGroup(self)
@@ -218,13 +269,16 @@ class MainWindow(QMainWindow):
         self.analysis_bridge.sig_analysed.connect(self._on_analysis_done)
         self.analysis_bridge.sig_failed.connect(lambda _msg: self.update_steps())
         self.diagnosis_page.sig_show_moment.connect(self._show_moment)
+        self.export_page.sig_save_requested.connect(self.save_investigation)
+        self.start_page.sig_investigation_dropped.connect(self.open_investigation)
+        self.fix_page.sig_tried.connect(self._on_fix_tried)
+        self._open_task.sig_done.connect(self._on_investigation_opened)
+        self._open_task.sig_failed.connect(self._on_investigation_failed)
         for keys, slot in (
             ("Alt+Left", self.back),
             ("Alt+Right", self.next),
-            ("Ctrl+O", self._open_logs),
             ("F5", self._rerun),
             ("F1", self.show_about),
-            ("Ctrl+Q", self.close),
         ):
             QShortcut(QKeySequence(keys), self, slot)
         if self.session.target is not None:  # picked while the start page was built
@@ -347,6 +401,9 @@ class MainWindow(QMainWindow):
             self.session.check = report
         self.update_steps()
 
+    def _on_fix_tried(self) -> None:
+        self.update_steps()
+
     def _on_bench_finished(self, result: BenchResult) -> None:
         self.session.bench = result
         self.session.bench_options = self.bench_page.last_options
@@ -406,6 +463,146 @@ class MainWindow(QMainWindow):
             f"Run files: {runs_root()}<br>Settings: {self.settings.fileName()}<br>"
             f"App interpreter: {sys.executable}",
         )
+
+    # ------------------------------------------------------------------ investigation file
+    def _busy_reason(self) -> str:
+        if self.check_page.running:
+            return "An environment check is running: stop it first"
+        if self.bench_page.running:
+            return "A run is in progress: stop it first"
+        if self.fix_page.verifying:
+            return "A fix is being verified: wait for it or stop it first"
+        return ""
+
+    def open_investigation(self, path: str | Path) -> bool:
+        """Read a .tfdoctor file (off the GUI thread) and show it on every page."""
+        busy = self._busy_reason()
+        if busy:
+            self._say_here(busy, "warn")
+            return False
+        if not self._open_task.submit(investigation.load, str(path)):
+            return False
+        self.statusBar().showMessage(f"Opening {path}…")
+        return True
+
+    def _on_investigation_failed(self, exc: Exception) -> None:
+        msg = str(exc) if isinstance(exc, investigation.InvestigationError) else repr(exc)
+        self._say_here(f"Cannot open: {msg}", "error")
+
+    def _say_here(self, text: str, kind: str = "info") -> None:
+        """Where the user is looking: the open page's notice when it has one, and the bar."""
+        notice = getattr(self.pages[self.current_step], "notice", None)
+        if self.current_step == "start":
+            notice = self.start_page.log_notice
+        if notice is not None:
+            notice.say(text, kind)
+        self.statusBar().showMessage(text)
+
+    def _on_investigation_opened(self, opened: investigation.Opened) -> None:
+        if self._busy_reason():  # a run started while the file was read: keep the run
+            self._say_here(self._busy_reason(), "warn")
+            return
+        s, new = self.session, opened.session
+        s.door, s.target, s.logs, s.check = new.door, new.target, list(new.logs), new.check
+        s.bench, s.telemetry, s.bench_options = new.bench, list(new.telemetry), new.bench_options
+        s.watch, s.fix_log, s.verifications = new.watch, list(new.fix_log), list(new.verifications)
+        s.forget()
+        self.investigation_path = opened.path
+        self.export_page.identity = opened.identity
+        self.export_page.source = opened.path.name if opened.path else None
+        self.start_page.show_session()
+        if s.check is not None:
+            self.check_page.show_report(s.check)
+        self.bench_page.show_saved(s.bench, s.telemetry, s.watch)
+        self.fix_page.reset()
+        if opened.path is not None:
+            self._remember(opened.path)
+        self._update_title()
+        step = "diagnosis" if (s.logs or s.bench or s.watch or s.check) else "start"
+        self.go(step)
+        said = f"Opened {opened.path.name if opened.path else 'the investigation'}"
+        if opened.saved_at:
+            said += f" (saved {opened.saved_at[:16].replace('T', ' ')})"
+        if opened.notes:
+            said += ". " + "; ".join(opened.notes)
+        self.statusBar().showMessage(said)
+
+    def save_investigation(self) -> bool:
+        """Save to the file it came from (or was last saved to); else ask where."""
+        if self.investigation_path is None:
+            return self.save_investigation_as()
+        return self.save_investigation_to(self.investigation_path)
+
+    def save_investigation_as(self) -> bool:
+        start = str(self.investigation_path or Path.home() / "investigation.tfdoctor")
+        path, _ = QFileDialog.getSaveFileName(
+            self, "Save the investigation", start, "tfdoctor investigations (*.tfdoctor)"
+        )
+        if not path:
+            return False
+        if not path.endswith(investigation.SUFFIX):
+            path += investigation.SUFFIX
+        return self.save_investigation_to(Path(path))
+
+    def save_investigation_to(self, path: Path) -> bool:
+        self.start_page.commit_paste()
+        try:
+            investigation.save(self.session, path)
+        except OSError as exc:
+            self._say_here(f"Cannot save {path}: {exc.strerror or exc}", "error")
+            return False
+        self.investigation_path = path
+        self.export_page.source = path.name
+        self._remember(path)
+        self._update_title()
+        self._say_here(f"Saved the investigation to {path}")
+        return True
+
+    def _update_title(self) -> None:
+        base = "tfdoctor — TensorFlow GPU troubleshooter"
+        p = self.investigation_path
+        self.setWindowTitle(f"{p.name} — {base}" if p is not None else base)
+
+    def recent_files(self) -> list[str]:
+        value = self.settings.value("files/recent") or []
+        items = [value] if isinstance(value, str) else list(value)
+        return [str(v) for v in items if v][:RECENT_FILES]
+
+    def _remember(self, path: Path) -> None:
+        p = str(path.resolve())
+        files = [p] + [f for f in self.recent_files() if f != p]
+        self.settings.setValue("files/recent", files[:RECENT_FILES])
+
+    def _fill_recent_menu(self) -> None:
+        self.recent_menu.clear()
+        files = self.recent_files()
+        for f in files:
+            action = self.recent_menu.addAction(Path(f).name)
+            action.setToolTip(f)
+            action.setStatusTip(f)
+            action.triggered.connect(lambda _=False, p=f: self.open_investigation(p))
+        self.recent_menu.setEnabled(bool(files))
+
+    def _on_open_clicked(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(
+            self,
+            "Open an investigation",
+            str(Path.home()),
+            "tfdoctor investigations (*.tfdoctor);;Saved sessions (*.json);;All files (*)",
+        )
+        if path:
+            self.open_investigation(path)
+
+    def dragEnterEvent(self, event: QDragEnterEvent) -> None:
+        if any(investigation_url(u) for u in event.mimeData().urls()):
+            event.acceptProposedAction()
+
+    def dropEvent(self, event: QDropEvent) -> None:
+        for url in event.mimeData().urls():
+            if investigation_url(url):
+                event.acceptProposedAction()
+                self.open_investigation(url.toLocalFile())
+                return
 
     # ------------------------------------------------------------------ settings
     def _restore_settings(self) -> None:

@@ -83,3 +83,31 @@ def cpu_only_python(tmp_path_factory: pytest.TempPathFactory) -> str:
     ours = [p for p in site.getsitepackages() if p.endswith("site-packages")]
     (site_dir / "tfdoctor_test_deps.pth").write_text("\n".join([str(libs), *ours]) + "\n")
     return str(root / "bin" / "python")
+
+
+@pytest.fixture(scope="session")
+def real_investigation(tmp_path_factory: pytest.TempPathFactory) -> tuple[object, Path]:
+    """(the session, its saved .tfdoctor file) of a real investigation, secrets planted (see
+    tests/investigations.py; about two minutes, once per test session)."""
+    from tests import investigations as inv
+    from tfdoctor.core.redact import Identity
+    from tfdoctor.core.report import investigation
+
+    if inv.WHY_NO_MEMCG is not None:
+        pytest.skip(f"no memory cgroup for the OOM-killed run: {inv.WHY_NO_MEMCG}")
+    work = tmp_path_factory.mktemp("investigation")
+    saved_state = os.environ.get("TFDOCTOR_STATE_DIR")
+    try:
+        with inv.planted_environment():
+            session = inv.make_session(work)
+            path = investigation.save(
+                session,
+                work / "real.tfdoctor",
+                identity=inv.IDENTITY.merged(Identity.here()),
+            )
+    finally:
+        if saved_state is None:
+            os.environ.pop("TFDOCTOR_STATE_DIR", None)
+        else:
+            os.environ["TFDOCTOR_STATE_DIR"] = saved_state
+    return session, path

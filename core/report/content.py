@@ -451,9 +451,11 @@ def _log(lg: LogInput) -> dict[str, Any]:
 
 def _plots(session: Session) -> list[Plot]:
     plots = []
+    options = session.bench_options
+    cap = options.memory_cap_mib * 2**20 if options and options.memory_cap_mib else None
 
     def add(pid: str, title: str, items: list[tuple[str, dict[str, Any]]]) -> None:
-        pic = svgplot.picture(items)
+        pic = svgplot.picture(items, cap if pid != "watch" else None)
         if not pic.empty:
             shown = svgplot.svg(pic, title)
             plots.append(Plot(pid, title, shown, pic.alt(title), svgplot.legend(pic)))

@@ -18,6 +18,7 @@ import io
 import json
 import logging
 import zipfile
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,6 +45,17 @@ MAX_LOG_BYTES = 32 << 20  # of one log, kept whole up to this; past it, its last
 MAX_UNPACKED_BYTES = 2 << 30  # a file that unpacks to more is refused (a zip bomb)
 
 T = TypeVar("T")
+# what reading a damaged zip member can raise (a bad CRC, a cut deflate stream, a bad header)
+_ZIP_ERRORS = (
+    zipfile.BadZipFile,
+    zlib.error,
+    OSError,
+    EOFError,
+    ValueError,
+    NotImplementedError,
+    RuntimeError,
+    OverflowError,
+)
 
 
 class InvestigationError(ValueError):
@@ -162,7 +174,7 @@ def from_bytes(data: bytes, name: str = "the file") -> Opened:
         return _from_session_json(data, name)
     try:
         zf = zipfile.ZipFile(io.BytesIO(data))
-    except zipfile.BadZipFile:
+    except _ZIP_ERRORS:
         raise InvestigationError(
             f"{name} is not a tfdoctor investigation (not a .tfdoctor file, or cut short)"
         ) from None
@@ -175,7 +187,7 @@ def from_bytes(data: bytes, name: str = "the file") -> Opened:
             raise InvestigationError(
                 f"{name} is a zip file but not a tfdoctor investigation"
             ) from None
-        except (ValueError, zipfile.BadZipFile, OSError, EOFError) as exc:
+        except _ZIP_ERRORS as exc:  # ValueError covers broken JSON too
             raise InvestigationError(f"{name} is damaged ({type(exc).__name__})") from None
         if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
             raise InvestigationError(f"{name} is a zip file but not a tfdoctor investigation")
@@ -190,7 +202,7 @@ def from_bytes(data: bytes, name: str = "the file") -> Opened:
                 return None
             try:
                 return zf.read(path)
-            except (KeyError, zipfile.BadZipFile, OSError, EOFError) as exc:
+            except (KeyError, *_ZIP_ERRORS) as exc:
                 notes.append(f"{path} could not be read ({type(exc).__name__}): left out")
                 return None
 

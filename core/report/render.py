@@ -116,7 +116,7 @@ def to_html(report: Report) -> str:
     for c in d["causes"]:
         add(_cause_html(c))
     if d["experiments"]:
-        add("<h3>What tfdoctor's own runs showed</h3>")
+        add("<h3>What tfdoctor's own runs showed (not evidence about your crash)</h3>")
         for c in d["experiments"]:
             add(_cause_html(c))
 
@@ -276,7 +276,10 @@ def to_markdown(report: Report) -> str:
     add("")
     if not d["causes"]:
         add(f"{d['summary']['headline']}.")
-    for c in d["causes"] + d["experiments"]:
+    for c in d["causes"] + [{**e, "experiment": True} for e in d["experiments"]]:
+        if c.get("experiment") and c["rank"] == 1:
+            add("**What tfdoctor's own runs showed** (not evidence about your crash)")
+            add("")
         pct = round(c["confidence"] * 100)
         add(f"{c['rank']}. **{c['title']}** — {c['confidence_words']} ({pct}%)")
         add(f"   {c['explanation']}")

@@ -46,10 +46,13 @@ class Picture:
         return f"{title}: {said}" if said else title
 
 
-def picture(items: Iterable[tuple[str, dict[str, Any]]]) -> Picture:
-    """The series, limits and markers of a run's telemetry items."""
+def picture(items: Iterable[tuple[str, dict[str, Any]]], cap_bytes: float | None = None) -> Picture:
+    """The series, limits and markers of a run's telemetry items; `cap_bytes`: the memory
+    cap the run had (a dashed line)."""
     cols: dict[str, tuple[list[float], list[float]]] = {}
     limits: dict[str, tuple[str, float, str]] = {}
+    if cap_bytes:
+        limits["cgroup"] = ("memory cap", float(cap_bytes), STYLES["cgroup"][1])
     markers: list[tuple[float, str, str]] = []
 
     def put(key: str, t: float, v: float | None) -> None:
@@ -101,7 +104,10 @@ def picture(items: Iterable[tuple[str, dict[str, Any]]]) -> Picture:
 def svg(pic: Picture, title: str) -> str:
     """The picture as an SVG document (fonts: the reader's sans-serif)."""
     xs = [x for line in pic.lines for x in line.xs] + [m[0] for m in pic.markers]
-    ys = [y for line in pic.lines for y in line.ys] + [v for _, v, _ in pic.limits]
+    ys = [y for line in pic.lines for y in line.ys]
+    high = max(ys, default=0.0)
+    # a limit the data come near is shown (a cap, a full GPU); a far one would flatten them
+    ys += [v for _, v, _ in pic.limits if v <= 1.5 * high]
     x0, x1 = (min(xs), max(xs)) if xs else (0.0, 1.0)
     if x1 <= x0:
         x1 = x0 + 1.0
@@ -195,14 +201,13 @@ def _thin(xs: Sequence[float], ys: Sequence[float]) -> tuple[list[float], list[f
     return out_x, out_y
 
 
+_STEPS_MIB = (1, 2, 5, 10, 20, 25, 50, 100, 128, 256, 512, 1024, 2048, 4096, 8192)
+
+
 def _nice_top(value: float) -> float:
-    """A round top for the y axis, at or above `value` (1, 2, 2.5, 5 times a power of 2^10)."""
-    if value <= 0:
-        return float(1 << 20)
-    unit = float(1 << 30) if value >= (1 << 30) else float(1 << 20)
-    v = value / unit
-    mag = 10 ** math.floor(math.log10(v)) if v > 0 else 1
-    for step in (1, 2, 2.5, 5, 10):
-        if v <= step * mag:
-            return step * mag * unit
-    return v * unit
+    """A round top for the y axis at or above `value`: four steps of a round size."""
+    for step in _STEPS_MIB:
+        if 4 * step * (1 << 20) >= value:
+            return 4.0 * step * (1 << 20)
+    gib = math.ceil(value / 4 / (1 << 30))
+    return 4.0 * gib * (1 << 30)

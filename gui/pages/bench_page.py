@@ -539,6 +539,39 @@ class BenchPage(QWidget):
         self._status(f"Showing trace {path}")
         return True
 
+    def show_saved(
+        self,
+        result: BenchResult | None,
+        items: list[tuple[str, dict[str, Any]]],
+        watch: observe.WatchResult | None = None,
+    ) -> None:
+        """Show a saved run with its telemetry, or a saved watch (an investigation was
+        opened): the plot, the outcome, its causes and the worker's output."""
+        if self.running:
+            return
+        self.error_label.hide()
+        self.plot.clear()
+        self.log_view.clear()
+        self.causes.clear()
+        self.outcome_label.setText("")
+        self.progress.hide()
+        self.last_result, self.last_watch = None, None
+        if result is not None:
+            self.set_config(result.config)
+            self.plot.consume(items)
+            self.plot.redraw()
+            if result.output_tail:
+                self.log_view.appendPlainText("\n".join(result.output_tail))
+            self._on_bridge_finished(result)
+        elif watch is not None:
+            self.plot.consume(watch.items)
+            self.plot.redraw()
+            self._on_watch_finished(watch)
+        else:
+            self.causes.set_placeholder("No run yet: start one above.")
+            self._phase, self._step = "", ""
+            self._update_phase_label(with_time=False)
+
     def show_demo(self) -> None:
         self.replay_trace(DEMO_TRACE)
 

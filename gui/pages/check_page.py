@@ -277,6 +277,23 @@ class CheckPage(QWidget):
         self._set_running_ui()
         self._status(f"Checking {target.label} ({target.python})…")
 
+    def show_report(self, report: CheckReport) -> None:
+        """Show a saved check (an investigation was opened) as if it had just run."""
+        if self.bridge.running:
+            return
+        self.banner.hide()
+        self.picker.blockSignals(True)
+        self.add_target(report.target, select=True)
+        self.picker.blockSignals(False)
+        self._last_target = report.target
+        self.findings.clear()
+        for chip in self.chips.values():
+            chip.set_state("idle", "not run", "This part did not run in the saved check.")
+        for result in report.probes.values():
+            self._on_bridge_probe_finished(result)
+        self._on_bridge_check_finished(report)
+        self._update_run_button_text()
+
     def cancel_check(self) -> None:
         if not self.bridge.running:
             return

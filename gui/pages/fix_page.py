@@ -122,6 +122,7 @@ class FixPage(QWidget):
     the kernel (as a copy), copy the notebook preamble, verify with a re-run, undo."""
 
     sig_status_changed = Signal(str)
+    sig_tried = Signal()  # a fix was applied, undone or verified (the session holds it)
 
     def __init__(self, session: Session, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -277,6 +278,7 @@ class FixPage(QWidget):
                 )
             self.rows[fid] = row
             self.column.insertWidget(self.column.count() - 1, row)
+        self._show_tried()
         self._update_undo()
 
     @staticmethod
@@ -318,6 +320,8 @@ class FixPage(QWidget):
         )
         self.rows[fid].show_result(msg)
         self._update_undo()
+        self.session.note_fix("applied", rec)
+        self.sig_tried.emit()
         self.sig_status_changed.emit(f"Applied {fid} to a copy of kernel {target.name}")
 
     def copy_preamble(self, fid: str) -> None:
@@ -339,10 +343,12 @@ class FixPage(QWidget):
             return
         prefix = Path(target.python).resolve().parent.parent
         try:
-            fixes.apply_to_conda(self._plan(fid), prefix)
+            rec = fixes.apply_to_conda(self._plan(fid), prefix)
         except fixes.FixError as exc:
             self.rows[fid].show_result(html.escape(str(exc)))
             return
+        self.session.note_fix("applied", rec or {"fixes": [fid], "target": str(prefix)})
+        self.sig_tried.emit()
         self.rows[fid].show_result(
             f"Applied to the conda environment {html.escape(str(prefix))}: "
             "deactivate and activate it again."
@@ -388,6 +394,8 @@ class FixPage(QWidget):
             self._update_undo()
             return
         self._say(f"Undone: {', '.join(rec['fixes'])} on {rec['target']}: it is as it was.")
+        self.session.note_fix("undone", rec)
+        self.sig_tried.emit()
         for fid in rec["fixes"]:  # the row no longer says "Applied"
             row = self.rows.get(fid)
             if row is not None:
@@ -434,13 +442,25 @@ class FixPage(QWidget):
         fid, self._verifying = self._verifying, None
         if fid is None:
             return
+        fids = self._verifying_fids or (fid,)
+        if v.before_result is self.session.bench:  # about the run the session holds
+            self.session.verifications.append(v)
+            self.sig_tried.emit()
+        verdict = self._show_verification(fid, fids, v)
+        summary = verify_mod.what_worked(self.tried)
+        self.sig_status_changed.emit(verdict + (f" ({summary})" if len(self.tried) > 1 else ""))
+
+    def _show_verification(
+        self, fid: str, fids: tuple[str, ...], v: verify_mod.Verification, offer: bool = True
+    ) -> str:
+        """A verification's before/after table and comparison plot in fid's row; the
+        verdict in one line."""
         self.last_verification = v
         cells = [
             f"<tr><td>{label}</td><td>{before}</td><td>{after}</td></tr>"
             for label, before, after in v.table(format_bytes, missing="–")
         ]
         verdict = v.verdict[:1].upper() + v.verdict[1:] + "."
-        fids = self._verifying_fids or (fid,)
         if len(fids) > 1:
             verdict = f"{' + '.join(fids)}: {verdict}"
         self.tried[fids] = bool(v.after["survived"])
@@ -467,9 +487,36 @@ class FixPage(QWidget):
         if layout is not None:
             layout.addWidget(row.comparison_legend)
             layout.addWidget(row.comparison)
-        if not v.after["survived"]:
+        if offer and not v.after["survived"]:
             self._offer_next(fid)
-        self.sig_status_changed.emit(verdict + (f" ({summary})" if len(self.tried) > 1 else ""))
+        return verdict
+
+    def reset(self) -> None:
+        """Forget the rows and their results: the session was replaced (a file was opened);
+        the next refresh shows its fixes with what was tried on them."""
+        self._shown_for = None
+        self.tried, self._tried_for = {}, self.session.bench
+        self.notice.clear_notice()
+
+    def _show_tried(self) -> None:
+        """What the session says was tried: each fix's last apply or undo, each verification
+        (in its row), as when it was done."""
+        last: dict[str, dict[str, Any]] = {}
+        for entry in self.session.fix_log:
+            for f in entry.get("fixes") or ():
+                last[str(f)] = entry
+        for f, entry in last.items():
+            row = self.rows.get(f)
+            if row is not None:
+                what = "Applied to" if entry.get("action") == "applied" else "Undone on"
+                when = f" ({entry['at']})" if entry.get("at") else ""
+                row.show_result(f"{what} {html.escape(str(entry.get('target')))}{when}.")
+        if self.session.verifications:
+            self.tried, self._tried_for = {}, self.session.bench
+        for v in self.session.verifications:
+            fids = tuple(v.fix_ids)
+            if fids and fids[-1] in self.rows:
+                self._show_verification(fids[-1], fids, v, offer=False)
 
     def next_steps(self) -> list[tuple[str, ...]]:
         """What to verify after a fix that did not fix the run (see verify.next_to_try)."""

@@ -31,6 +31,7 @@ from tfdoctor.core.probes.targetrun import (
     app_is_bundle,
     current_target,
 )
+from tfdoctor.core.report.investigation import SUFFIX
 from tfdoctor.core.session import Session
 from tfdoctor.gui.bridges import EnvsBridge
 from tfdoctor.gui.pages.layout import Notice, page_layout, set_enabled
@@ -58,6 +59,7 @@ class StartPage(QWidget):
     sig_status_changed = Signal(str)
     sig_paste_changed = Signal(bool)  # whether the paste box holds text
     sig_watch_chosen = Signal()  # the third door: watch the user's own notebook
+    sig_investigation_dropped = Signal(str)  # a .tfdoctor file dropped here: open it
 
     def __init__(self, session: Session, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -142,7 +144,7 @@ class StartPage(QWidget):
             QLabel("<b>Crash log</b> — paste here, or drop files anywhere on this page", logs), 1
         )
         self.open_button = QPushButton("Open log file…", logs)
-        self.open_button.setToolTip("A TF log, a Jupyter server log, dmesg output… (Ctrl+O)")
+        self.open_button.setToolTip("A TF log, a Jupyter server log, dmesg output… (Ctrl+L)")
         self.find_button = QPushButton("Find recent crashes", logs)
         self.find_button.setToolTip(
             "Read the kernel log for OOM kills and GPU (Xid) errors, and the Jupyter server "
@@ -318,7 +320,12 @@ class StartPage(QWidget):
         added = 0
         if md.hasUrls():
             for url in md.urls():
-                if url.isLocalFile() and self.add_log_file(url.toLocalFile()):
+                path = url.toLocalFile() if url.isLocalFile() else ""
+                if path.endswith(SUFFIX):  # a saved investigation, not a log
+                    event.acceptProposedAction()
+                    self.sig_investigation_dropped.emit(path)
+                    return
+                if path and self.add_log_file(path):
                     added += 1
         elif md.hasText():
             self.paste.appendPlainText(md.text())
@@ -327,6 +334,19 @@ class StartPage(QWidget):
         if added:
             event.acceptProposedAction()
             self._notice(f"Added {added} log(s). Press “Read my log” to read them.")
+
+    def show_session(self) -> None:
+        """Show what the session holds (an investigation was opened): its Python, its pasted
+        text in the paste box, its other logs in the list."""
+        if self.session.target is not None:
+            self.picker.blockSignals(True)  # the window sets what depends on the target
+            self.add_target(self.session.target, select=True)
+            self.picker.blockSignals(False)
+            self.target_note.hide()
+        pasted = next((lg for lg in self.session.logs if lg.name == PASTE_NAME), None)
+        self.paste.setPlainText(pasted.text.decode("utf-8", "replace") if pasted else "")
+        self.log_notice.clear_notice()
+        self._show_files()
 
     def _status(self, text: str) -> None:
         self.sig_status_changed.emit(text)
