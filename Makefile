@@ -31,9 +31,11 @@ $(DEV_STAMP): $(APP_STAMP)
 		echo "$$v" > $(TF_CPU)/.complete; \
 	fi
 	@# Debian's packages, installed when root: strace injects the kills of the crash-point
-	@# tests; Xvfb, Qt's X libraries and a font run the real-window tests (tools/window_tour.py)
+	@# tests; Xvfb, Qt's X libraries and a font run the real-window tests (tools/window_tour.py);
+	@# headless Chromium renders the HTML report in its test
 	@pkgs=""; command -v strace >/dev/null || pkgs="strace"; \
 	command -v Xvfb >/dev/null || pkgs="$$pkgs xvfb"; \
+	command -v chromium >/dev/null || pkgs="$$pkgs chromium"; \
 	ldconfig -p | grep -q 'libxcb-cursor.so.0 ' || pkgs="$$pkgs $(X_LIBS)"; \
 	fc-list 2>/dev/null | grep -qi dejavu || pkgs="$$pkgs fonts-dejavu-core"; \
 	if [ -n "$$pkgs" ]; then \

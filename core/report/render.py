@@ -10,6 +10,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from tfdoctor.core.report import svgplot
 from tfdoctor.core.report.content import Report
 
 FORMATS = ("html", "md", "json")
@@ -230,7 +231,8 @@ def _figure(report: Report, plot_id: str | None) -> str:
     )
     return (
         f'<figure id="plot-{_e(plot.id)}"><img src="{image_uri(plot.svg)}" alt="{_e(plot.alt)}" '
-        f'width="820" height="300"><figcaption>{_e(plot.title)}<br>{legend}</figcaption></figure>'
+        f'width="{svgplot.WIDTH}" height="{svgplot.HEIGHT}"><figcaption>{_e(plot.title)}<br>'
+        f"{legend}</figcaption></figure>"
     )
 
 

@@ -84,6 +84,9 @@ def picture(items: Iterable[tuple[str, dict[str, Any]]], cap_bytes: float | None
         elif kind == "tf":
             put("tf_current", t, series.tf_bytes(item))
             put("tf_peak", t, series.tf_bytes(item, "peak"))
+        elif kind == "limit" and _num(item.get("value")):
+            key = str(item.get("key") or "limit")
+            limits[key] = (str(item.get("label") or key), float(item["value"]), "#e377c2")
         elif kind == "marker":
             category = str(item.get("category") or "note")
             if category in SHOWN_MARKERS:
@@ -98,7 +101,8 @@ def picture(items: Iterable[tuple[str, dict[str, Any]]], cap_bytes: float | None
             label, colour, dashed = STYLES.get(key, (key, "#000000", False))
         lines.append(Line(label, colour, dashed, *_thin(xs, ys)))
     peaks = [(line.label, max(cols[k][1])) for k, line in zip(cols, lines, strict=True)]
-    return Picture(lines, list(limits.values()), markers[-12:], peaks)
+    shown = {round(v): (label, v, c) for label, v, c in limits.values()}  # one line per value
+    return Picture(lines, list(shown.values()), markers[-12:], peaks)
 
 
 def svg(pic: Picture, title: str) -> str:

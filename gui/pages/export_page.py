@@ -8,7 +8,7 @@ import html
 from pathlib import Path
 
 from PySide6.QtCore import QByteArray, QUrl, Signal
-from PySide6.QtGui import QFontDatabase, QImage, QPainter, QTextDocument
+from PySide6.QtGui import QFontDatabase, QImage, QPainter, QResizeEvent, QTextDocument
 from PySide6.QtSvg import QSvgRenderer
 from PySide6.QtWidgets import (
     QApplication,
@@ -28,7 +28,7 @@ from tfdoctor.core import fixes
 from tfdoctor.core.fixes import export
 from tfdoctor.core.paths import atomic_write_text
 from tfdoctor.core.redact import Identity
-from tfdoctor.core.report import content, render
+from tfdoctor.core.report import content, render, svgplot
 from tfdoctor.core.session import Session
 from tfdoctor.gui.pages.layout import Notice, page_layout, set_enabled
 
@@ -196,11 +196,26 @@ class ExportPage(QWidget):
         """Qt's rich text reads no data: SVG: each plot is drawn once and handed to the
         document under a short name."""
         doc = self.html_view.document()
+        # the plots fit the view's width (no sideways scrolling), at most their own size
+        width = max(320, min(svgplot.WIDTH, self.html_view.viewport().width() - 110))
+        height = round(svgplot.HEIGHT * width / svgplot.WIDTH)
+        text = text.replace(
+            f'width="{svgplot.WIDTH}" height="{svgplot.HEIGHT}"',
+            f'width="{width}" height="{height}"',
+        )
         for plot in rep.plots:
             name = f"tfdoctor-plot:{plot.id}"
             text = text.replace(render.image_uri(plot.svg), name)
             doc.addResource(QTextDocument.ResourceType.ImageResource, QUrl(name), _draw(plot.svg))
+        bar = self.html_view.verticalScrollBar()
+        at = bar.value()
         self.html_view.setHtml(text)
+        bar.setValue(at)  # a re-layout keeps the reader's place
+
+    def resizeEvent(self, event: QResizeEvent) -> None:
+        super().resizeEvent(event)
+        if self.report_format == "html" and self._report is not None:
+            self.show_preview()
 
     def save_report(self, path: str, fmt: str | None = None) -> bool:
         text = self.report_text(fmt or _format_of(path) or self.report_format)

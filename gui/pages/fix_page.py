@@ -505,12 +505,22 @@ class FixPage(QWidget):
         for entry in self.session.fix_log:
             for f in entry.get("fixes") or ():
                 last[str(f)] = entry
+        elsewhere = []
+        known = catalog.fixes()
         for f, entry in last.items():
             row = self.rows.get(f)
+            what = "Applied to" if entry.get("action") == "applied" else "Undone on"
+            when = f" ({entry['at']})" if entry.get("at") else ""
+            said = f"{what} {html.escape(str(entry.get('target')))}{when}."
             if row is not None:
-                what = "Applied to" if entry.get("action") == "applied" else "Undone on"
-                when = f" ({entry['at']})" if entry.get("at") else ""
-                row.show_result(f"{what} {html.escape(str(entry.get('target')))}{when}.")
+                row.show_result(said)
+            else:  # a fix tried for evidence that is not here now: still part of the story
+                title = known[f].title if f in known else f
+                elsewhere.append(f"{html.escape(title)}: {said}")
+        if elsewhere:
+            before = self.note.text()
+            tried = "<b>Tried earlier</b><br>" + "<br>".join(elsewhere)
+            self.note.setText(f"{before}<br>{tried}" if before else tried)
         if self.session.verifications:
             self.tried, self._tried_for = {}, self.session.bench
         for v in self.session.verifications:

@@ -113,9 +113,13 @@ def test_the_setup_door_with_a_real_check_and_a_real_run(qtbot, window) -> None:
     while window.next_button.isEnabled() and window.current_step != "export":
         window.next()
     assert window.current_step == "export"
-    out = Path(SCREENSHOT_DIR) / "tfdoctor-session-test.json"
-    assert window.export_page.save(str(out))
-    assert '"outcome"' in out.read_text()
+    out = Path(SCREENSHOT_DIR) / "tfdoctor-session-test.tfdoctor"
+    assert window.save_investigation_to(out)
+    from tfdoctor.core.report.investigation import load
+
+    saved = load(out).session
+    assert saved.bench is not None and saved.bench.outcome.status == "completed"
+    assert len(saved.telemetry) == len(window.session.telemetry)
     assert child_processes() == []
 
 
