@@ -73,6 +73,7 @@ perf: $(DEV_STAMP)
 	$(BIN)/python tests/perf/bench_events.py
 	$(BIN)/python tests/perf/bench_monitor.py
 	$(BIN)/python tests/perf/bench_watch.py
+	$(BIN)/python tests/perf/bench_report.py
 	$(BIN)/python tests/perf/bench_corpus.py --by-cause
 
 # The one-folder desktop bundle dist/tfdoctor/ (PyInstaller, no TensorFlow inside; see

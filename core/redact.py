@@ -114,7 +114,54 @@ GENERIC_HOSTS = frozenset({"localhost", "localhost.localdomain", "ip6-localhost"
 
 
 def mask_everything(text: str) -> str:
-    """`mask_text`, and tokens known by their shape, and `key: value` secrets in any case."""
+    """`mask_text`, and tokens known by their shape, and `key: value` secrets in any case.
+
+    Only the lines that could hold one are looked at, found by plain substring search (a
+    32 MiB log costs a few fast scans, not a regex pass per pattern)."""
+    spans = _suspect_lines(text)
+    if not spans:
+        return text
+    out: list[str] = []
+    pos = 0
+    for start, end in spans:
+        out.append(text[pos:start])
+        out.append(_mask_line(text[start:end]))
+        pos = end
+    out.append(text[pos:])
+    return "".join(out)
+
+
+def _suspect_lines(text: str) -> list[tuple[int, int]]:
+    """(start, end) of each line holding one of _TRIGGERS, in order, merged."""
+    low = text.lower()
+    if len(low) != len(text):  # a character whose lower case is longer: offsets differ
+        return [(0, len(text))]
+    starts: set[int] = set()
+    for word in _TRIGGERS:
+        at = low.find(word)
+        while at >= 0:
+            line = text.rfind("\n", 0, at) + 1
+            starts.add(line)
+            nxt = text.find("\n", at)
+            if nxt < 0:
+                break
+            at = low.find(word, nxt)
+    spans = []
+    for start in sorted(starts):
+        end = text.find("\n", start)
+        spans.append((start, len(text) if end < 0 else end))
+    return spans
+
+
+# a line any pattern here could match holds one of these (a secret word, keyword or prefix)
+_TRIGGERS = (
+    "://", "bearer", "token", "secret", "pass", "credential", "auth", "key", "private",
+    "cookie", "hf_", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_", "glpat-", "sk-",
+    "xoxa-", "xoxb-", "xoxp-", "xoxo-", "xoxs-", "xoxr-", "akia", "aiza",
+)  # fmt: skip
+
+
+def _mask_line(text: str) -> str:
     text = mask_text(text)
     text = _TOKEN_SHAPES.sub(MASK, text)
     for pattern in (_FLAG_VALUE, _KEY_VALUE):

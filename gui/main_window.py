@@ -7,6 +7,7 @@ user did; the window size and the last Python are remembered (QSettings).
 
 from __future__ import annotations
 
+import copy
 import logging
 import platform
 import sys
@@ -182,6 +183,8 @@ class MainWindow(QMainWindow):
         self.setCentralWidget(central)
         self.investigation_path: Path | None = None  # the .tfdoctor file open or saved
         self._open_task = Task(self, name="tfdoctor-open", poll_ms=50)
+        self._save_task = Task(self, name="tfdoctor-save", poll_ms=50)
+        self._saving_to: Path | None = None
         self.setAcceptDrops(True)
         self._build_menu()
 
@@ -274,6 +277,8 @@ class MainWindow(QMainWindow):
         self.fix_page.sig_tried.connect(self._on_fix_tried)
         self._open_task.sig_done.connect(self._on_investigation_opened)
         self._open_task.sig_failed.connect(self._on_investigation_failed)
+        self._save_task.sig_done.connect(self._on_saved)
+        self._save_task.sig_failed.connect(self._on_save_failed)
         for keys, slot in (
             ("Alt+Left", self.back),
             ("Alt+Right", self.next),
@@ -545,18 +550,36 @@ class MainWindow(QMainWindow):
         return self.save_investigation_to(Path(path))
 
     def save_investigation_to(self, path: Path) -> bool:
+        """Write the investigation off the GUI thread (a big log takes a second or two);
+        False when a save is still running. The file is in place once `saving` is False."""
         self.start_page.commit_paste()
-        try:
-            investigation.save(self.session, path)
-        except OSError as exc:
-            self._say_here(f"Cannot save {path}: {exc.strerror or exc}", "error")
+        snapshot = copy.copy(self.session)  # the lists copied: the pages may change them
+        snapshot.logs, snapshot.telemetry = list(snapshot.logs), list(snapshot.telemetry)
+        snapshot.fix_log = list(snapshot.fix_log)
+        snapshot.verifications = list(snapshot.verifications)
+        if not self._save_task.submit(investigation.save, snapshot, path):
+            self._say_here("Still saving: wait for it", "warn")
             return False
+        self._saving_to = path
+        self.statusBar().showMessage(f"Saving the investigation to {path}…")
+        return True
+
+    @property
+    def saving(self) -> bool:
+        return self._save_task.busy
+
+    def _on_saved(self, path: object) -> None:
+        assert isinstance(path, Path)
         self.investigation_path = path
         self.export_page.source = path.name
         self._remember(path)
         self._update_title()
         self._say_here(f"Saved the investigation to {path}")
-        return True
+
+    def _on_save_failed(self, exc: Exception) -> None:
+        where = self._saving_to
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        self._say_here(f"Cannot save {where}: {why}", "error")
 
     def _update_title(self) -> None:
         base = "tfdoctor — TensorFlow GPU troubleshooter"
@@ -628,6 +651,7 @@ class MainWindow(QMainWindow):
             self.settings.setValue("target/python", self.session.target.python)
             self.settings.setValue("target/label", self.session.target.label)
         self.hide()  # gone at once; what runs is stopped below
+        self._save_task.wait(60)  # a save under way finishes: the file is the user's work
         self.check_page.shutdown()
         self.bench_page.shutdown()
         self.fix_page.shutdown()

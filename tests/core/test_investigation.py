@@ -268,3 +268,32 @@ def test_cli_check_open_shows_the_saved_check_without_running_one(
     assert cli.main(["check", "--open", str(path), "--no-color"]) == 1  # it has an error
     out = capsys.readouterr().out
     assert "TensorFlow sees no GPU" in out and "/opt/env/bin/python" in out
+
+
+def test_a_watch_recorded_on_a_real_h100_is_kept_and_reported(tmp_path: Path) -> None:
+    """The watch of a trainer killed by a neighbour on a real H100: its verdict and its
+    trace come back, and the report shows the GPU plot and the contention."""
+    from tests.conftest import TRACES
+    from tfdoctor.core import telemetry
+    from tfdoctor.core.bench.observe import WatchResult
+    from tfdoctor.core.report import content, render
+
+    verdict = json.loads((TRACES / "real_h100_watch_pid_contention.verdict.json").read_text())
+    _, items = telemetry.read_trace(TRACES / "real_h100_watch_pid_contention.trace.jsonl")
+    s = Session(door="watch")
+    s.watch = WatchResult.from_json(verdict, items)
+    opened = load(save(s, tmp_path / "w.tfdoctor"))
+    w = opened.session.watch
+    assert w is not None and w.to_json() == s.watch.to_json() and len(w.items) == len(items)
+    a = opened.session.analysis()
+    assert a is not None and a.ranked[0].cause.id == "gpu_memory_contention"
+    rep = content.build(opened.session, a)
+    assert [p.id for p in rep.plots] == ["watch"] and "GPU 0 used" in rep.plots[0].alt
+    html_text = render.to_html(rep)
+    assert "Watch of python3 (pid 490)" in html_text and "disappeared" in html_text
+
+
+def test_the_app_verb_takes_a_file_to_open(monkeypatch: pytest.MonkeyPatch) -> None:
+    opened: list[tuple[bool, str | None]] = []
+    code = cli.main(["--open", "case.tfdoctor"], open_app=lambda s, f: opened.append((s, f)) or 0)
+    assert code == 0 and opened == [(False, "case.tfdoctor")]

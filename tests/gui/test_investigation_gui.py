@@ -97,7 +97,8 @@ def test_save_as_then_save_keeps_everything(  # type: ignore[no-untyped-def]
     monkeypatch.setattr(QFileDialog, "getSaveFileName", lambda *a, **k: (str(target), ""))
     assert w.save_investigation_as()
     saved = tmp_path / "copy.tfdoctor"
-    assert w.investigation_path == saved and saved.name in w.windowTitle()
+    qtbot.waitUntil(lambda: w.investigation_path == saved, timeout=20_000)
+    assert saved.name in w.windowTitle()
     again = investigation.load(saved).session
     a, b = again.analysis(), investigation.load(path).session.analysis()
     assert a is not None and b is not None
@@ -106,8 +107,10 @@ def test_save_as_then_save_keeps_everything(  # type: ignore[no-untyped-def]
     assert w.recent_files()[0] == str(saved.resolve())
     # Save (Ctrl+S) writes to the same file, no dialog
     monkeypatch.setattr(QFileDialog, "getSaveFileName", lambda *a, **k: pytest.fail("asked"))
+    before = saved.stat().st_mtime_ns
     w.export_page.save_button.click()
-    assert "Saved the investigation" in w.statusBar().currentMessage()
+    qtbot.waitUntil(lambda: "Saved the investigation" in w.statusBar().currentMessage())
+    assert saved.stat().st_mtime_ns > before
 
 
 def _small_file(tmp_path: Path) -> Path:
@@ -188,3 +191,27 @@ def test_the_export_preview_waits_for_the_analysis_and_copies_markdown(  # type:
     out = tmp_path / "r.html"
     assert page.save_report(str(out))
     assert out.read_text().startswith("<!DOCTYPE html>")  # the format follows the suffix
+
+
+def test_a_saved_watch_comes_back_on_the_reproduce_page(  # type: ignore[no-untyped-def]
+    qtbot, window: MainWindow, tmp_path: Path
+) -> None:
+    """A watch recorded on a real H100 (a trainer killed by its neighbour's growth)."""
+    from tests.conftest import TRACES
+    from tfdoctor.core import telemetry
+    from tfdoctor.core.bench.observe import WatchResult
+    from tfdoctor.core.session import Session
+
+    verdict = json.loads((TRACES / "real_h100_watch_pid_contention.verdict.json").read_text())
+    _, items = telemetry.read_trace(TRACES / "real_h100_watch_pid_contention.trace.jsonl")
+    s = Session(door="watch")
+    s.watch = WatchResult.from_json(verdict, items)
+    w = window
+    _opened(qtbot, w, investigation.save(s, tmp_path / "watch.tfdoctor"))
+    w.go("reproduce")
+    assert "python3 (pid 490)" in w.bench_page.outcome_label.text()
+    assert w.bench_page.causes.findings()[0].id == "cause.gpu_memory_contention"
+    assert any(n.startswith("gpu") for n in w.bench_page.plot.series_lengths())
+    w.go("diagnosis")
+    qtbot.waitUntil(lambda: bool(w.diagnosis_page.causes.findings()), timeout=20_000)
+    assert w.diagnosis_page.causes.findings()[0].id == "cause.gpu_memory_contention"

@@ -115,6 +115,7 @@ def test_the_setup_door_with_a_real_check_and_a_real_run(qtbot, window) -> None:
     assert window.current_step == "export"
     out = Path(SCREENSHOT_DIR) / "tfdoctor-session-test.tfdoctor"
     assert window.save_investigation_to(out)
+    qtbot.waitUntil(lambda: not window.saving and window.investigation_path == out)
     from tfdoctor.core.report.investigation import load
 
     saved = load(out).session
