@@ -99,6 +99,9 @@ def build(
         "replaced": redacted,
         "note": (
             "Home folder, user and host names, and secret values were replaced."
+            if redact and redacted
+            else "Private details were looked for (home folder, user and host names, secret "
+            "values): none was found."
             if redact
             else "Not redacted: this report holds your paths, user and host names and any "
             "secret values it found. Share it with care."
