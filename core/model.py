@@ -297,6 +297,8 @@ class Diagnosis:
     noise_lines: int = 0
     sources: tuple[str, ...] = ()
     measures: tuple[Measure, ...] = ()
+    # what the log states about the machine, in words: (what, value, the line that says it)
+    stated: tuple[tuple[str, str, str], ...] = ()
 
     def measure(self, name: str) -> Measure | None:
         return next((m for m in self.measures if m.name == name), None)
@@ -309,4 +311,5 @@ class Diagnosis:
             "noise_lines": self.noise_lines,
             "sources": list(self.sources),
             "measures": [m.to_json() for m in self.measures],
+            "stated": [{"what": w, "value": v, "line": ln} for w, v, ln in self.stated],
         }

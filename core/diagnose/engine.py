@@ -24,6 +24,7 @@ from tfdoctor.core.diagnose.bfc import (
 from tfdoctor.core.diagnose.logfacts import (
     RUNTIME_LIB,
     TOOLKIT_LIB,
+    Stated,
     cuda_soname,
     fact_rules,
     read_stated,
@@ -299,7 +300,28 @@ class Diagnoser:
             noise_lines=self.noise_lines,
             sources=tuple(self.sources),
             measures=_measures(ooms, self.hits),
+            stated=_stated_words(stated),
         )
+
+
+def _stated_words(stated: Stated) -> tuple[tuple[str, str, str], ...]:
+    """What the log says about the machine, for a report's environment when no check ran."""
+    out = []
+    for what, value, line in (
+        ("TensorFlow", stated.tf_version, stated.tf_line),
+        ("NVIDIA driver", stated.driver, stated.driver_line),
+        ("CUDA installed", stated.cuda, stated.cuda_line),
+        ("cuDNN installed (major)", stated.cudnn, stated.cudnn_line),
+        (
+            "GPU compute capability",
+            stated.cc_newest or stated.cc,
+            stated.cc_newest_line or stated.cc_line,
+        ),
+        ("Platform", "native Windows" if stated.windows else None, stated.windows),
+    ):
+        if value is not None and line is not None:
+            out.append((what, str(value), line[2].strip()[:300]))
+    return tuple(out)
 
 
 def _confidence(score: float, scores: Mapping[str, float], cid: str) -> float:

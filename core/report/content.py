@@ -69,7 +69,7 @@ def build(
         "generated_at": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
         "investigation": source,
         "summary": _summary(analysis),
-        "environment": _environment(session),
+        "environment": _environment(session, analysis),
         "error": _error(session, analysis),
         "causes": _causes(analysis.ranked if analysis else ()),
         "experiments": (
@@ -138,7 +138,7 @@ def _fact(facts: Facts | None, name: str) -> Any:
     return facts.value(name) if facts is not None else None
 
 
-def _environment(session: Session) -> list[dict[str, str]]:
+def _environment(session: Session, analysis: Analysis | None) -> list[dict[str, str]]:
     """Rows (label, value) answering 'which versions, which GPU, which platform'."""
     facts = session.facts()
     rows: list[tuple[str, str]] = [("tfdoctor", __version__)]
@@ -152,6 +152,10 @@ def _environment(session: Session) -> list[dict[str, str]]:
                 "not run in this investigation: `tfdoctor check --open FILE --save FILE` adds it",
             )
         )
+        # what the log itself says about the machine, each with its line
+        log_d = analysis.log_diagnosis if analysis is not None else None
+        for what, value, line in log_d.stated if log_d is not None else ():
+            rows.append((f"{what} (your log says)", f"{value} — “{line}”"))
         rows += _worker_rows(session)
         return [{"label": k, "value": v} for k, v in rows]
 

@@ -142,3 +142,16 @@ def test_secret_values_are_masked_wherever_they_appear() -> None:
     r = Redactor(Identity(secrets=("s3cr3t-value-42",)))
     data = r.data({"cmd": "run --x s3cr3t-value-42", "env": {"HF_TOKEN": "other"}})
     assert data == {"cmd": f"run --x {MASK}", "env": {"HF_TOKEN": MASK}}
+
+
+def test_without_a_check_the_report_says_what_the_log_states_about_the_machine() -> None:
+    """A log-only investigation (the most common): the driver and the GPU's compute
+    capability the log itself states, each with the line that says it."""
+    from tests.conftest import CORPUS
+
+    text = (CORPUS / "unsupported_gpu_arch__tensorflow-41976.txt").read_text()
+    s = Session(door="log")
+    s.add_log("pasted text", text.partition("\n---\n")[2].encode())
+    rows = {r["label"]: r["value"] for r in content.build(s, s.analysis()).data["environment"]}
+    assert rows["NVIDIA driver (your log says)"].startswith("450.57 — “NVIDIA-SMI 450.57")
+    assert "Environment check" in rows
