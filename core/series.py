@@ -74,19 +74,23 @@ def tf_bytes(item: dict[str, Any], key: str = "current") -> float | None:
     return float(sum(int(m.get(key) or 0) for m in mems))
 
 
+class Columns(dict[str, tuple[list[float], list[float]]]):
+    """Named (times, values) columns filled point by point; a missing value is skipped."""
+
+    def put(self, name: str, t: float, v: float | None) -> None:
+        if v is not None:
+            xs, ys = self.setdefault(name, ([], []))
+            xs.append(t)
+            ys.append(v)
+
+
 def memory_series(
     items: Iterable[Item], since_t: float | None = None, until_t: float | None = None
 ) -> dict[str, tuple[list[float], list[float]]]:
     """Per-run memory series (times, values): worker RSS, TF in use, GPU used, optionally
     only between two times."""
-    out: dict[str, tuple[list[float], list[float]]] = {}
-
-    def put(name: str, t: float, v: float | None) -> None:
-        if v is None:
-            return
-        xs, ys = out.setdefault(name, ([], []))
-        xs.append(t)
-        ys.append(v)
+    out = Columns()
+    put = out.put
 
     for kind, item in items:
         t = item.get("t")

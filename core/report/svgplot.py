@@ -49,17 +49,12 @@ class Picture:
 def picture(items: Iterable[tuple[str, dict[str, Any]]], cap_bytes: float | None = None) -> Picture:
     """The series, limits and markers of a run's telemetry items; `cap_bytes`: the memory
     cap the run had (a dashed line)."""
-    cols: dict[str, tuple[list[float], list[float]]] = {}
+    cols = series.Columns()
+    put = cols.put
     limits: dict[str, tuple[str, float, str]] = {}
     if cap_bytes:
         limits["cgroup"] = ("memory cap", float(cap_bytes), STYLES["cgroup"][1])
     markers: list[tuple[float, str, str]] = []
-
-    def put(key: str, t: float, v: float | None) -> None:
-        if v is not None:
-            xs, ys = cols.setdefault(key, ([], []))
-            xs.append(t)
-            ys.append(v)
 
     for kind, item in items:
         t = item.get("t")
