@@ -518,6 +518,8 @@ class MainWindow(QMainWindow):
         self.start_page.show_session()
         if s.check is not None:
             self.check_page.show_report(s.check)
+        else:
+            self.check_page.show_nothing()
         self.bench_page.show_saved(s.bench, s.telemetry, s.watch)
         self.fix_page.reset()
         if opened.path is not None:

@@ -277,6 +277,22 @@ class CheckPage(QWidget):
         self._set_running_ui()
         self._status(f"Checking {target.label} ({target.python})…")
 
+    def show_nothing(self) -> None:
+        """No check in the investigation that was opened: nothing from before stays shown."""
+        if self.bridge.running:
+            return
+        self.banner.hide()
+        self.last_report = None
+        self._last_target = None
+        self.findings.clear()
+        self.findings.set_placeholder("No check in this investigation yet: run one above.")
+        for chip in self.chips.values():
+            chip.set_state("idle", "not run", "No check ran yet.")
+        self.info_label.setText("")
+        self._stage = ""
+        self._update_stage_label(with_time=False)
+        self._update_run_button_text()
+
     def show_report(self, report: CheckReport) -> None:
         """Show a saved check (an investigation was opened) as if it had just run."""
         if self.bridge.running:

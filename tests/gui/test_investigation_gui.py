@@ -126,8 +126,17 @@ def _small_file(tmp_path: Path) -> Path:
 def test_a_dropped_investigation_opens_and_is_remembered(  # type: ignore[no-untyped-def]
     qtbot, window: MainWindow, tmp_path: Path
 ) -> None:
+    from tfdoctor.core.model import Facts, Finding, Severity, Target
+    from tfdoctor.core.scan import CheckReport
+
     path = _small_file(tmp_path)
     w = window
+    # an earlier check on screen: the opened file has none, so it must not stay shown
+    t = Target(python="/opt/old/bin/python", label="old", kind="path")
+    old = CheckReport(t, Facts(), [Finding("x", Severity.ERROR, "Old finding", "Old.")], {})
+    w.session.check = old
+    w.check_page.show_report(old)
+    assert w.check_page.findings.findings()
     mime = QMimeData()
     mime.setUrls([QUrl.fromLocalFile(str(path))])
     # dropped on the Start page (which takes logs): opened as an investigation, not a log
@@ -138,6 +147,7 @@ def test_a_dropped_investigation_opens_and_is_remembered(  # type: ignore[no-unt
     w.start_page.dropEvent(drop)
     qtbot.waitUntil(lambda: w.investigation_path == path, timeout=20_000)
     assert [lg.name for lg in w.session.logs] == ["real_host_oom_kill.txt"]
+    assert w.check_page.last_report is None and not w.check_page.findings.findings()
     assert w.current_step == "diagnosis"
     # Open recent lists it; choosing it opens it again
     w._fill_recent_menu()
