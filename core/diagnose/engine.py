@@ -253,12 +253,16 @@ class Diagnoser:
             scores["no_gpu_visible"] *= 0.1  # training ran (on the CPU): not why it failed
         elif "no_gpu_visible" in scores and any(h in self.hits for h in _RAN_PAST_DEVICE_INIT):
             scores["no_gpu_visible"] *= 0.4
+        plain_error = _ended_in_plain_python_error(self.hits, by_id)
+        if plain_error:
+            for cid in _SETTING_CAUSES:
+                scores.pop(cid, None)  # the setting TF ran in, not why the run failed
         not_for = _fixes_that_do_not_apply(self.hits)
         causes: list[Cause] = []
         strong = any(v >= MIN_SCORE for c, v in scores.items() if c in self.causes)
         # Never silent when the run failed: with no strong cause, the weak clues become up to
         # CANDIDATES low-confidence candidates, each with its reason and what to capture next.
-        failed = any(
+        failed = not plain_error and any(
             by_id[sid].role == "failure"
             or by_id[sid].role == "error_class"
             or (by_id[sid].role == "source_file" and any(g.get("sev") == "F" for g in h.groups))
@@ -361,6 +365,39 @@ _DLOPEN_SIGNATURES = (
     "dylib_not_loaded",
     "tf_self_check_dll",
 )
+
+# Start-up notices: TensorFlow could not load a CUDA library or find a driver, and goes on
+# on the CPU. Neither stops a run.
+_STARTUP_NOTICES = frozenset(
+    {
+        *_DLOPEN_SIGNATURES,
+        "gpu_libs_missing",
+        "cuinit_failed",
+        "cuinit_no_device",
+        "no_cuda_driver",
+        "cuda_diagnostics_truncated",
+        "file_cuda_diagnostics",
+        "file_cuda_driver",
+        "file_gpu_device",
+    }
+)
+_SETTING_CAUSES = ("missing_cuda_libs", "cuda_cudnn_version_mismatch", "no_gpu_visible")
+
+
+def _ended_in_plain_python_error(hits: Mapping[str, _Hit], by_id: Mapping[str, Signature]) -> bool:
+    """Whether a plain Python error (ValueError, AttributeError...) ended a run whose only GPU
+    lines are start-up notices: then those notices are the setting, not the crash."""
+    if "python_user_error" not in hits:
+        return False
+    for sid in hits:
+        sig = by_id[sid]
+        if sid in _STARTUP_NOTICES or sig.noise or sid in ("python_user_error", "python_traceback"):
+            continue
+        if sig.role in ("failure", "error_class") or any(w > 0 for w in sig.causes.values()):
+            return False
+    return True
+
+
 SERIES_KEPT = 5000
 _UNITS = {"": 1, "B": 1, "BYTES": 1, "K": 2**10, "KB": 10**3, "KIB": 2**10, "M": 2**20,
           "MB": 10**6, "MIB": 2**20, "G": 2**30, "GB": 10**9, "GIB": 2**30}  # fmt: skip

@@ -138,6 +138,27 @@ def test_exit_status_and_facts_are_evidence_too() -> None:
     assert "22528 of 24576 MiB" in with_facts.explanation
 
 
+def test_a_plain_python_error_after_startup_notices_blames_nothing() -> None:
+    # a real run here: no driver (cuInit fails), then Keras raises a ValueError on a bad shape
+    real = FIXTURES / "logs" / "real_user_error_tf221.txt"
+    assert diagnose(real).causes == ()
+    # the same notices with no program error still say why no GPU is used
+    notices = real.read_text().split("Traceback")[0]
+    assert diagnose(notices).causes[0].id == "no_gpu_visible"
+    # and a GPU error at the end is not a plain one
+    gpu_error = notices + "ValueError: Memory growth cannot differ between GPU devices\n"
+    assert diagnose(gpu_error).causes[0].id == "no_gpu_visible"
+    cudart = (
+        "W dso_loader.cc:60] Could not load dynamic library 'cudart64_110.dll'; dlerror: "
+        "cudart64_110.dll not found\n"
+    )
+    assert diagnose(cudart).causes[0].id == "missing_cuda_libs"
+    assert (
+        diagnose(cudart + "AttributeError: module 'tensorflow' has no attribute 'Session'\n").causes
+        == ()
+    )
+
+
 def test_cpu_tensor_oom_is_host_memory() -> None:
     line = (
         b"ResourceExhaustedError: OOM when allocating tensor with shape[100000,100000] and "
