@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from packaging.version import InvalidVersion, Version
 
+from tfdoctor.core.knowledge.compat import Compat, Platform
 from tfdoctor.core.knowledge.compat_load import load as load_compat
 from tfdoctor.core.knowledge.compat_types import CcVerdict
 from tfdoctor.core.knowledge.loader import KnowledgeError
@@ -187,6 +188,7 @@ def fact_rules(
     except KnowledgeError:
         return  # a broken install: the signatures still work without the tables
     _installed_rules(stated, add, note)
+    _driver_for_wanted(stated, compat, add, note)
     tf = stated.tf_version
     if tf is None:
         _cc_without_version(stated, add, note)
@@ -244,6 +246,37 @@ def fact_rules(
                 f"The NVIDIA driver is {stated.driver}; TensorFlow {tf} is built for CUDA "
                 f"{req.cuda_version}, which needs driver {req.minimum} or newer.",
             )
+
+
+def _driver_for_wanted(
+    stated: Stated,
+    compat: Compat,
+    add: Callable[[str, float, list[Line]], None],
+    note: Callable[[str, str], None],
+) -> None:
+    """A CUDA runtime TensorFlow looks for against the driver the log shows: a driver older
+    than that CUDA needs stops the GPU even once the library is installed."""
+    if stated.driver is None:
+        return
+    platform: Platform = "windows" if stated.windows is not None else "linux"
+    for line, lib in stated.wanted:
+        want = cuda_soname(lib)
+        if want is None or not RUNTIME_LIB.search(lib):
+            continue
+        cuda = f"{want[0]}.{want[1] if want[0] <= 10 and want[1] is not None else 0}"
+        req = compat.min_driver_for_cuda(cuda, platform)
+        if req is None or not _older(stated.driver, req.minimum):
+            continue
+        where = [line, stated.driver_line] if stated.driver_line else [line]
+        add("driver_too_old", 3.0, where)
+        family = cuda if want[0] <= 10 else f"{want[0]}.x"
+        note(
+            "driver_too_old",
+            f"TensorFlow looks for {lib} (CUDA {family}), which needs NVIDIA driver "
+            f"{req.minimum} or newer; the log shows driver {stated.driver}. Installing that CUDA "
+            "alone will not do: update the driver first.",
+        )
+        return
 
 
 def _installed_rules(

@@ -17,6 +17,7 @@ from tfdoctor.core.diagnose import engine
 from tfdoctor.core.diagnose.engine import ExitInfo, diagnose
 from tfdoctor.core.diagnose.reader import iter_lines, unwrap
 from tfdoctor.core.knowledge import KnowledgeError
+from tfdoctor.core.knowledge.compat_load import load as load_compat
 from tfdoctor.core.model import Fact, Facts
 
 TFDOCTOR = str(Path(sys.executable).parent / "tfdoctor")
@@ -157,6 +158,25 @@ def test_a_plain_python_error_after_startup_notices_blames_nothing() -> None:
         diagnose(cudart + "AttributeError: module 'tensorflow' has no attribute 'Session'\n").causes
         == ()
     )
+
+
+def test_a_driver_too_old_for_the_cuda_tensorflow_looks_for() -> None:
+    smi = "| NVIDIA-SMI {0}    Driver Version: {0}    CUDA Version: {1}     |\n"
+    dlopen = (
+        "W tensorflow/stream_executor/platform/default/dso_loader.cc:64] Could not load dynamic "
+        "library 'libcudart.so.11.0'; dlerror: libcudart.so.11.0: cannot open shared object "
+        "file: No such file or directory\n"
+    )
+    old = diagnose(smi.format("418.87.01", "10.1") + dlopen)
+    assert [c.id for c in old.causes[:2]] == ["driver_too_old", "missing_cuda_libs"]
+    first = old.causes[0]
+    floor = load_compat().min_driver_for_cuda("11.0")  # CUDA 11.0 GA's driver, the oldest
+    assert floor is not None and floor.minimum.startswith("450.")
+    assert floor.minimum in first.explanation and "418.87.01" in first.explanation
+    assert {e.line for e in first.evidence} == {1, 2}
+    new = diagnose(smi.format("470.57.02", "11.4") + dlopen)
+    assert new.causes[0].id == "missing_cuda_libs"
+    assert "driver_too_old" not in [c.id for c in new.causes]
 
 
 def test_cpu_tensor_oom_is_host_memory() -> None:
