@@ -600,7 +600,8 @@ def _context_rules(
             else:
                 lib_add(lib, "missing_cuda_libs", 3.2, line)
                 lib_add(lib, "cuda_cudnn_version_mismatch", 1.4, line)
-                note("missing_cuda_libs", f"{lib} could not be loaded.")
+                optional = " (CUPTI: only the profiler needs it)" if "cupti" in lib.lower() else ""
+                note("missing_cuda_libs", f"{lib} could not be loaded{optional}.")
 
     # Colab's image ships a CUDA toolkit and cuDNN: a CUDA runtime it cannot find there is one
     # of another major than the image's (a TensorFlow pinned to an older build), not a CUDA
