@@ -760,6 +760,10 @@ def _context_rules(
                 f"Only {f / 2**30:.1f} of {t / 2**30:.1f} GiB was free when TensorFlow started.",
             )
 
+    # TF 2.x says how much it took when it created the device: far under the card, the rest
+    # was held before it started (a size that is a multiple of 256 MB is a limit the user set).
+    _small_device_rule(hits, add, note, facts)
+
     # A tensor OOM on the CPU device is host memory, not GPU memory.
     tensor = hits.get("oom_allocating_tensor")
     if tensor and any(
@@ -963,15 +967,11 @@ def _holders(hits: Mapping[str, _Hit], facts: Facts | None) -> list[tuple[str, i
     sizes = {g.get("which"): mib(g.get("size"), "") for g in _groups(hits, "tf1_memory_lines")}
     if sizes.get("Free") and sizes.get("Total") and sizes["Free"] < 0.5 * sizes["Total"]:
         lines += hits["tf1_memory_lines"].lines[:2]
-    # the card's size: the log's device properties or nvidia-smi, else the check's facts
-    totals = [mib(g.get("total"), g.get("tu")) for g in _groups(hits, "tf1_free_memory")]
-    totals += [float(g.get("total", 0)) for g in _groups(hits, "nvidia_smi_memory")]
-    totals += [sizes.get("Total") or 0.0]
-    if facts is not None:
-        totals += [float(facts.value(n)) for n in facts if _is_total(facts, n)]
-    card = max(totals, default=0.0)
+    card = _card_mib(hits, facts)
     if card:
         of("created_device_memory", lambda g: int(g.get("mb", 0)) < SMALL_DEVICE_FRACTION * card)
+    else:
+        of("created_device_memory", lambda g: _small_unlimited(int(g.get("mb", 0) or 0)))
     if facts is not None:
         probe = facts.value("target.probe_pid")  # tfdoctor's own probe is no holder
         for name in facts:
@@ -989,6 +989,71 @@ def _holders(hits: Mapping[str, _Hit], facts: Facts | None) -> list[tuple[str, i
                 text = f"{p.get('name') or 'a process'} (pid {p.get('pid')}) holds "
                 lines.append(("environment check", 0, text + f"{p.get('used_mib')} MiB"))
     return lines
+
+
+_HELD_AT_START = (
+    "tf1_free_memory",
+    "tf1_memory_lines",
+    "created_device_memory",
+    "device_init_out_of_memory",
+    "devices_busy",
+)
+SMALL_DEVICE_MB = 1000  # with the card's size unknown: below this, most of any card was taken
+
+
+def _small_unlimited(mb: int) -> bool:
+    """A device TF created so small that any card it supports had most of its memory taken
+    (not a multiple of 256 MB: such sizes are limits users set)."""
+    return 0 < mb < SMALL_DEVICE_MB and mb % 256 != 0
+
+
+def _card_mib(hits: Mapping[str, _Hit], facts: Facts | None) -> float:
+    """The GPU's whole memory in MiB, from the log's device properties or nvidia-smi, else the
+    check's facts; 0 when nothing says."""
+
+    def mib(value: str | None, unit: str | None) -> float:
+        return (parse_size(f"{value}{unit}") or 0) / 2**20 if value else 0.0
+
+    totals = [
+        mib(g.get("total"), g.get("tu"))
+        for sid in ("tf1_free_memory", "device_memory_size")
+        for g in _groups(hits, sid)
+    ]
+    totals += [float(g.get("total", 0)) for g in _groups(hits, "nvidia_smi_memory")]
+    sizes = {g.get("which"): mib(g.get("size"), "") for g in _groups(hits, "tf1_memory_lines")}
+    totals.append(sizes.get("Total") or 0.0)
+    if facts is not None:
+        totals += [float(facts.value(n)) for n in facts if _is_total(facts, n)]
+    return max(totals, default=0.0)
+
+
+def _small_device_rule(
+    hits: Mapping[str, _Hit], add: Any, note: Callable[[str, str], None], facts: Facts | None
+) -> None:
+    created = hits.get("created_device_memory")
+    if created is None:
+        return
+    card = _card_mib(hits, facts)
+    for where, g in zip(created.lines, created.groups, strict=False):
+        mb = int(g.get("mb", "0") or 0)
+        if mb % 256 == 0:
+            continue  # 0, or a limit the user set (1024, 2048...)
+        if card and mb < SMALL_DEVICE_FRACTION * card:
+            add("gpu_memory_contention", 3.0, [where])
+            note(
+                "gpu_memory_contention",
+                f"TensorFlow got only {mb} MB of the card's {card / 1024:.1f} GiB when it "
+                "created its device: the rest was held before it started.",
+            )
+            return
+        if not card and _small_unlimited(mb):
+            add("gpu_memory_contention", 2.0, [where])
+            note(
+                "gpu_memory_contention",
+                f"TensorFlow got only {mb} MB when it created its GPU device: every GPU it "
+                "supports has at least 2 GB, so most of it was held before it started.",
+            )
+            return
 
 
 def _groups(hits: Mapping[str, _Hit], sid: str) -> list[dict[str, str]]:
@@ -1038,6 +1103,17 @@ def _holder_rule(
     holders = _holders(hits, facts)
     if holders:
         add("gpu_memory_contention", 0.3, holders)
+        oom = scores.get("gpu_oom", 0.0)
+        # seen when TF started (not an nvidia-smi row, which may be this run itself): the
+        # memory was gone before the workload asked, and its out-of-memory follows from that
+        at_start = {ln for sid in _HELD_AT_START for ln in (hits[sid].lines if sid in hits else [])}
+        if contention + 0.3 < oom and any(ln in at_start for ln in holders):
+            add("gpu_memory_contention", oom - contention - 0.3 + 0.6)
+            note(
+                "gpu_memory_contention",
+                "The out-of-memory error follows from it: the memory was taken before this "
+                "run asked for any.",
+            )
         return
     oom = scores.get("gpu_oom", 0.0)
     if contention >= oom:

@@ -181,6 +181,32 @@ def test_a_driver_too_old_for_the_cuda_tensorflow_looks_for() -> None:
     assert "driver_too_old" not in [c.id for c in new.causes]
 
 
+def test_a_device_created_far_smaller_than_the_card_means_the_memory_was_held() -> None:
+    created = (
+        "I tensorflow/core/common_runtime/gpu/gpu_device.cc:1525] Created device "
+        "/job:localhost/replica:0/task:0/device:GPU:0 with {} MB memory:  -> device: 0, name: "
+        "NVIDIA GeForce RTX 3090, pci bus id: 0000:01:00.0, compute capability: 8.6\n"
+    )
+    oom = (
+        "W tensorflow/core/common_runtime/bfc_allocator.cc:462] Allocator (GPU_0_bfc) ran out "
+        "of memory trying to allocate 64.00MiB (rounded to 67108864)requested by op Conv2D\n"
+        "ResourceExhaustedError: OOM when allocating tensor with shape[32,64,128,128] and type "
+        "float on /job:localhost/replica:0/task:0/device:GPU:0 by allocator GPU_0_bfc\n"
+    )
+    small = diagnose(created.format(322) + oom)
+    assert small.causes[0].id == "gpu_memory_contention"
+    assert "322 MB" in small.causes[0].explanation
+    assert any("322 MB" in e.text for e in small.causes[0].evidence)
+    # the whole card for TF: the workload itself did not fit
+    assert diagnose(created.format(22154) + oom).causes[0].id == "gpu_oom"
+    # a round size is a limit the user set (set_logical_device_configuration)
+    assert diagnose(created.format(1024) + oom).causes[0].id == "gpu_oom"
+    # with the card's size in the log (TF 2.0-2.5 device properties), a fraction of it
+    props = "coreClock: 1.695GHz coreCount: 82 deviceMemorySize: 24.00GiB\n"
+    assert diagnose(props + created.format(6123) + oom).causes[0].id == "gpu_memory_contention"
+    assert diagnose(props + created.format(22154) + oom).causes[0].id == "gpu_oom"
+
+
 def test_cpu_tensor_oom_is_host_memory() -> None:
     line = (
         b"ResourceExhaustedError: OOM when allocating tensor with shape[100000,100000] and "
