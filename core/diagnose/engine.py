@@ -490,6 +490,8 @@ def _say(sentences: tuple[str, ...], found: list[dict[str, str]]) -> str | None:
 
                 def fill(m: re.Match[str], groups: dict[str, str] = groups) -> str:
                     value, unit = groups[m.group("group")], m.group("unit")
+                    if value[:1].isdigit():
+                        value = value.rstrip(".")  # "7.6.4." at the end of a log's sentence
                     if unit == "cudnn":
                         v = int(value) if value.isdigit() and len(value) >= 4 else None
                         return value if v is None else f"{v // 1000}.{v % 1000 // 100}.{v % 100}"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -59,6 +60,15 @@ def test_the_dev_part_scores_no_lower_than_it_did() -> None:
         ids = [c.id for c in diagnose(case.log.encode()).causes]
         right += ids[:1] == [case.want] or (case.want == "none" and not ids)
     assert right / len(DEV) >= DEV_TOP1_FLOOR
+
+
+def test_explanations_read_cleanly_on_every_dev_log() -> None:
+    # the numbers a log states are said in sentences: no doubled full stop from a version at
+    # the end of the log's own sentence ("compiled with: 7.6.4."), no unfilled field
+    for case in DEV:
+        for cause in diagnose(case.log.encode()).causes:
+            assert not re.search(r"(?<!\.)\.\.(?!\.)", cause.explanation), (case.name, cause.id)
+            assert not re.search(r"\{\w+(?:\|\w+)?\}", cause.explanation), (case.name, cause.id)
 
 
 def test_no_log_of_either_part_troubles_the_engine() -> None:
