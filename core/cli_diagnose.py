@@ -22,7 +22,7 @@ from tfdoctor.core.terminal import fail as _fail
 if TYPE_CHECKING:
     from tfdoctor.core.diagnose.combine import RankedCause
     from tfdoctor.core.diagnose.reader import LimitedStream
-    from tfdoctor.core.model import Cause, Diagnosis
+    from tfdoctor.core.model import Cause, Diagnosis, Evidence
 
 STREAM_LIMIT_BYTES = 256 << 20  # of a FIFO or socket named as a log: it may never end
 
@@ -177,6 +177,9 @@ def render_diagnosis(
             paint("tfdoctor diagnose", "1")
             + f" — {', '.join(result.sources) or 'input'}: {result.lines_read} lines read"
         )
+    if not result.causes and result.program_error is not None:
+        out += ["", *program_error_lines(result.program_error)]
+        return "\n".join(out) + "\n"
     if not result.causes:
         out.append("")
         out.append("No known failure pattern found in this text.")
@@ -349,8 +352,22 @@ def _diagnose_case(args: argparse.Namespace, inputs: list[Any], names: list[str]
         return EXIT_OK
     paint = Painter(sys.stdout, force=False if args.no_color else None)
     experiments = a.experiments if a.has_crash else ()
-    sys.stdout.write(render_case(a.ranked, proposals, paint, experiments, a.left_out))
+    program_error = a.log_diagnosis.program_error if a.log_diagnosis is not None else None
+    sys.stdout.write(
+        render_case(a.ranked, proposals, paint, experiments, a.left_out, program_error)
+    )
     return EXIT_OK
+
+
+def program_error_lines(err: Evidence) -> list[str]:
+    """What to say when a run ended in the program's own Python error, not the GPU set-up."""
+    where = f"{err.source}:{err.line}" if err.line else err.source
+    return [
+        "The run ended in a Python error of the program itself, not in the GPU set-up:",
+        f"  {where}: {err.text}",
+        "Fix that error in the code or the data first. The CUDA notices before it only say "
+        "that TensorFlow runs on the CPU here; run `tfdoctor check` if the GPU should be used.",
+    ]
 
 
 def render_case(
@@ -359,6 +376,7 @@ def render_case(
     paint: Painter,
     experiments: Sequence[RankedCause] = (),
     left_out: Sequence[tuple[str, str]] = (),
+    program_error: Evidence | None = None,
 ) -> str:
     """The terminal view of a combined diagnosis: causes best first with where each was
     seen, then what tfdoctor's own runs showed (apart: never evidence about the crash), then
@@ -368,7 +386,9 @@ def render_case(
     width = min(shutil.get_terminal_size((100, 20)).columns, 100)
     fixes = catalog.fixes()
     out = [paint("tfdoctor diagnose", "1") + " — every source as one case"]
-    if not ranked:
+    if not ranked and program_error is not None:
+        out += ["", *program_error_lines(program_error)]
+    elif not ranked:
         out += ["", "No known failure pattern in what was given."]
     not_here = {fid for fid, _ in left_out}
 

@@ -299,6 +299,9 @@ class Diagnosis:
     measures: tuple[Measure, ...] = ()
     # what the log states about the machine, in words: (what, value, the line that says it)
     stated: tuple[tuple[str, str, str], ...] = ()
+    # the plain Python error of the program (a ValueError...) that ended a run whose GPU lines
+    # are only start-up notices: why it failed, though no GPU cause is to blame
+    program_error: Evidence | None = None
 
     def measure(self, name: str) -> Measure | None:
         return next((m for m in self.measures if m.name == name), None)
@@ -312,4 +315,5 @@ class Diagnosis:
             "sources": list(self.sources),
             "measures": [m.to_json() for m in self.measures],
             "stated": [{"what": w, "value": v, "line": ln} for w, v, ln in self.stated],
+            "program_error": self.program_error.to_json() if self.program_error else None,
         }

@@ -253,8 +253,8 @@ class Diagnoser:
             scores["no_gpu_visible"] *= 0.1  # training ran (on the CPU): not why it failed
         elif "no_gpu_visible" in scores and any(h in self.hits for h in _RAN_PAST_DEVICE_INIT):
             scores["no_gpu_visible"] *= 0.4
-        plain_error = _ended_in_plain_python_error(self.hits, by_id)
-        if plain_error:
+        plain_error = _plain_python_error(self.hits, by_id)
+        if plain_error is not None:
             for cid in _SETTING_CAUSES:
                 scores.pop(cid, None)  # the setting TF ran in, not why the run failed
         not_for = _fixes_that_do_not_apply(self.hits)
@@ -262,7 +262,7 @@ class Diagnoser:
         strong = any(v >= MIN_SCORE for c, v in scores.items() if c in self.causes)
         # Never silent when the run failed: with no strong cause, the weak clues become up to
         # CANDIDATES low-confidence candidates, each with its reason and what to capture next.
-        failed = not plain_error and any(
+        failed = plain_error is None and any(
             by_id[sid].role == "failure"
             or by_id[sid].role == "error_class"
             or (by_id[sid].role == "source_file" and any(g.get("sev") == "F" for g in h.groups))
@@ -305,6 +305,13 @@ class Diagnoser:
             sources=tuple(self.sources),
             measures=_measures(ooms, self.hits),
             stated=_stated_words(stated),
+            program_error=(
+                None
+                if plain_error is None
+                else Evidence(
+                    plain_error[2].strip()[:500], line=plain_error[1], source=plain_error[0]
+                )
+            ),
         )
 
 
@@ -384,18 +391,22 @@ _STARTUP_NOTICES = frozenset(
 _SETTING_CAUSES = ("missing_cuda_libs", "cuda_cudnn_version_mismatch", "no_gpu_visible")
 
 
-def _ended_in_plain_python_error(hits: Mapping[str, _Hit], by_id: Mapping[str, Signature]) -> bool:
-    """Whether a plain Python error (ValueError, AttributeError...) ended a run whose only GPU
-    lines are start-up notices: then those notices are the setting, not the crash."""
-    if "python_user_error" not in hits:
-        return False
+def _plain_python_error(
+    hits: Mapping[str, _Hit], by_id: Mapping[str, Signature]
+) -> tuple[str, int, str] | None:
+    """The line of the plain Python error (ValueError, AttributeError...) that ended a run
+    whose only GPU lines are start-up notices (then those are the setting, not the crash), or
+    None."""
+    hit = hits.get("python_user_error")
+    if hit is None:
+        return None
     for sid in hits:
         sig = by_id[sid]
         if sid in _STARTUP_NOTICES or sig.noise or sid in ("python_user_error", "python_traceback"):
             continue
         if sig.role in ("failure", "error_class") or any(w > 0 for w in sig.causes.values()):
-            return False
-    return True
+            return None
+    return hit.lines[-1]
 
 
 SERIES_KEPT = 5000

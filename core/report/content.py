@@ -119,8 +119,11 @@ def _summary(analysis: Analysis | None) -> dict[str, Any]:
         return {"headline": "Not analysed yet", "cause": None, "confidence": None}
     ranked = analysis.ranked
     if not ranked:
+        program_error = analysis.log_diagnosis.program_error if analysis.log_diagnosis else None
         said = (
-            "No known cause found in what was given"
+            "The run ended in a Python error of the program, not of the GPU set-up"
+            if program_error is not None
+            else "No known cause found in what was given"
             if analysis.has_crash
             else "Nothing failed: no cause to name"
         )
@@ -275,6 +278,13 @@ def _error(session: Session, analysis: Analysis | None) -> dict[str, Any]:
         )
         if picked:
             return {"from": "your log", "lines": _evidence(picked, ERROR_LINES)}
+        err = analysis.log_diagnosis.program_error
+        if err is not None and not analysis.ranked:
+            return {
+                "from": "your log",
+                "lines": _evidence([err], ERROR_LINES),
+                "note": "a Python error of the program itself, not of the GPU set-up",
+            }
     w = session.watch
     if w is not None and not w.ending.normal:
         said = [w.ending.words()]

@@ -6,10 +6,13 @@ shows it."""
 
 from __future__ import annotations
 
+import html
+
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QProgressBar, QPushButton, QWidget
 
 from tfdoctor.core.diagnose.combine import RankedCause, confidence_words
+from tfdoctor.core.model import Evidence
 from tfdoctor.core.session import Analysis, Session
 from tfdoctor.gui.bridges import AnalysisBridge
 from tfdoctor.gui.findings_view import FindingsView
@@ -137,6 +140,14 @@ class DiagnosisPage(QWidget):
             )
             if self.causes.cards():
                 self.causes.cards()[0].set_expanded(True)
+        elif (err := self._program_error(analysis)) is not None:
+            where = f"line {err.line}: " if err.line else ""
+            self.summary.setText(
+                "The run ended in a Python error of the program itself, not in the GPU set-up: "
+                f"<b>{html.escape(where + err.text[:200])}</b>. Fix that error in the code or the "
+                "data first; the CUDA notices before it only say that TensorFlow runs on the CPU."
+            )
+            self.causes.set_placeholder("No GPU or memory cause to blame.")
         elif self.experiments:
             self.summary.setText(
                 "No known failure pattern in your crash log. tfdoctor's own runs are below: "
@@ -150,6 +161,11 @@ class DiagnosisPage(QWidget):
             )
             self.causes.set_placeholder("Nothing recognised.")
         self._status(self.summary.text().replace("<b>", "").replace("</b>", ""))
+
+    @staticmethod
+    def _program_error(analysis: Analysis) -> Evidence | None:
+        diagnosis = analysis.log_diagnosis
+        return diagnosis.program_error if diagnosis is not None else None
 
     def _status(self, text: str) -> None:
         self.sig_status_changed.emit(text)

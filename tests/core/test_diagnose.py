@@ -154,10 +154,22 @@ def test_exit_status_and_facts_are_evidence_too() -> None:
 def test_a_plain_python_error_after_startup_notices_blames_nothing() -> None:
     # a real run here: no driver (cuInit fails), then Keras raises a ValueError on a bad shape
     real = FIXTURES / "logs" / "real_user_error_tf221.txt"
-    assert diagnose(real).causes == ()
+    d = diagnose(real)
+    assert d.causes == ()
+    err = d.program_error
+    assert err is not None and err.text.startswith("ValueError: Exception encountered")
+    assert err.line == real.read_text().splitlines().index(err.text) + 1
+    # the terminal says so, with where, instead of "no known failure pattern"
+    p = subprocess.run(
+        [TFDOCTOR, "diagnose", str(real)], capture_output=True, text=True, timeout=120
+    )
+    assert p.returncode == 0 and "No known failure pattern" not in p.stdout
+    assert "Python error of the program itself" in p.stdout
+    assert f"real_user_error_tf221.txt:{err.line}: ValueError" in p.stdout
     # the same notices with no program error still say why no GPU is used
     notices = real.read_text().split("Traceback")[0]
     assert diagnose(notices).causes[0].id == "no_gpu_visible"
+    assert diagnose(notices).program_error is None
     # and a GPU error at the end is not a plain one
     gpu_error = notices + "ValueError: Memory growth cannot differ between GPU devices\n"
     assert diagnose(gpu_error).causes[0].id == "no_gpu_visible"

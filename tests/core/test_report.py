@@ -155,3 +155,17 @@ def test_without_a_check_the_report_says_what_the_log_states_about_the_machine()
     rows = {r["label"]: r["value"] for r in content.build(s, s.analysis()).data["environment"]}
     assert rows["NVIDIA driver (your log says)"].startswith("450.57 — “NVIDIA-SMI 450.57")
     assert "Environment check" in rows
+
+
+def test_a_run_that_failed_in_the_program_says_so_with_its_line() -> None:
+    """A real run here that ended in Keras's ValueError after the no-driver notices: the
+    report's headline and exact error name the program's error, not "no known cause"."""
+    from tests.conftest import FIXTURES
+
+    s = Session(door="log")
+    s.add_log("run.log", (FIXTURES / "logs" / "real_user_error_tf221.txt").read_bytes())
+    data = content.build(s, s.analysis()).data
+    assert data["summary"]["headline"].startswith("The run ended in a Python error")
+    error = data["error"]
+    assert error["lines"][0]["text"].startswith("ValueError: Exception encountered")
+    assert "not of the GPU set-up" in error["note"]

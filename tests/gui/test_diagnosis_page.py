@@ -53,3 +53,15 @@ def test_the_users_crash_leads_and_tfdoctors_runs_follow_apart(qtbot) -> None:  
     assert ids.index("cause.host_oom") >= len(a.findings)  # below the heading, never above
     assert f"Most likely: <b>{a.ranked[0].cause.title}</b>" in page.summary.text()
     assert page.experiments[0].cause.id == "host_oom"
+
+
+def test_a_plain_python_error_is_named_not_a_gpu_cause(qtbot) -> None:  # type: ignore[no-untyped-def]
+    """A real run here that ended in Keras's ValueError after the no-driver notices: the page
+    says the program failed (with the line), not "no known failure pattern"."""
+    s = Session(door="log")
+    s.add_log("run.log", (FIXTURES / "logs" / "real_user_error_tf221.txt").read_bytes())
+    page = _page(qtbot, s)
+    text = page.summary.text()
+    assert page.ranked == [] and page.causes.cards() == []
+    assert "Python error of the program itself" in text and "ValueError" in text
+    assert "No known failure pattern" not in text
