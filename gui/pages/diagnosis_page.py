@@ -144,8 +144,9 @@ class DiagnosisPage(QWidget):
             where = f"line {err.line}: " if err.line else ""
             self.summary.setText(
                 "The run ended in a Python error of the program itself, not in the GPU set-up: "
-                f"<b>{html.escape(where + err.text[:200])}</b>. Fix that error in the code or the "
-                "data first; the CUDA notices before it only say that TensorFlow runs on the CPU."
+                f"<b>{html.escape((where + err.text[:200]).rstrip('.'))}</b>. Fix that error in "
+                "the code or the data first; the CUDA notices before it only say that "
+                "TensorFlow runs on the CPU."
             )
             self.causes.set_placeholder("No GPU or memory cause to blame.")
         elif self.experiments:
