@@ -982,7 +982,12 @@ def _holders(hits: Mapping[str, _Hit], facts: Facts | None) -> list[tuple[str, i
         lines += hits["tf1_memory_lines"].lines[:2]
     card = _card_mib(hits, facts)
     if card:
-        of("created_device_memory", lambda g: int(g.get("mb", 0)) < SMALL_DEVICE_FRACTION * card)
+        of(
+            "created_device_memory",
+            lambda g: (
+                _not_a_limit(mb := int(g.get("mb", 0) or 0)) and mb < SMALL_DEVICE_FRACTION * card
+            ),
+        )
     else:
         of("created_device_memory", lambda g: _small_unlimited(int(g.get("mb", 0) or 0)))
     if facts is not None:
@@ -1014,10 +1019,15 @@ _HELD_AT_START = (
 SMALL_DEVICE_MB = 1000  # with the card's size unknown: below this, most of any card was taken
 
 
+def _not_a_limit(mb: int) -> bool:
+    """A device size TF chose from the free memory: not a multiple of 256 MB (such sizes are
+    limits users set with set_logical_device_configuration / per_process_gpu_memory_fraction)."""
+    return mb > 0 and mb % 256 != 0
+
+
 def _small_unlimited(mb: int) -> bool:
-    """A device TF created so small that any card it supports had most of its memory taken
-    (not a multiple of 256 MB: such sizes are limits users set)."""
-    return 0 < mb < SMALL_DEVICE_MB and mb % 256 != 0
+    """A device TF created so small that any card it supports had most of its memory taken."""
+    return _not_a_limit(mb) and mb < SMALL_DEVICE_MB
 
 
 def _card_mib(hits: Mapping[str, _Hit], facts: Facts | None) -> float:
@@ -1049,8 +1059,8 @@ def _small_device_rule(
     card = _card_mib(hits, facts)
     for where, g in zip(created.lines, created.groups, strict=False):
         mb = int(g.get("mb", "0") or 0)
-        if mb % 256 == 0:
-            continue  # 0, or a limit the user set (1024, 2048...)
+        if not _not_a_limit(mb):
+            continue
         if card and mb < SMALL_DEVICE_FRACTION * card:
             add("gpu_memory_contention", 3.0, [where])
             note(

@@ -227,6 +227,7 @@ def test_a_device_created_far_smaller_than_the_card_means_the_memory_was_held() 
     props = "coreClock: 1.695GHz coreCount: 82 deviceMemorySize: 24.00GiB\n"
     assert diagnose(props + created.format(6123) + oom).causes[0].id == "gpu_memory_contention"
     assert diagnose(props + created.format(22154) + oom).causes[0].id == "gpu_oom"
+    assert diagnose(props + created.format(4096) + oom).causes[0].id == "gpu_oom"  # a limit
 
 
 def test_cpu_tensor_oom_is_host_memory() -> None:
