@@ -278,6 +278,7 @@ def to_markdown(report: Report) -> str:
     add("")
     if not d["causes"]:
         add(f"{d['summary']['headline']}.")
+        add("")
     for c in d["causes"] + [{**e, "experiment": True} for e in d["experiments"]]:
         if c.get("experiment") and c["rank"] == 1:
             add("**What tfdoctor's own runs showed** (not evidence about your crash)")

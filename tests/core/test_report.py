@@ -164,8 +164,11 @@ def test_a_run_that_failed_in_the_program_says_so_with_its_line() -> None:
 
     s = Session(door="log")
     s.add_log("run.log", (FIXTURES / "logs" / "real_user_error_tf221.txt").read_bytes())
-    data = content.build(s, s.analysis()).data
+    rep = content.build(s, s.analysis())
+    data = rep.data
     assert data["summary"]["headline"].startswith("The run ended in a Python error")
+    md = render.render(rep, "md")  # the headline is its own paragraph, not run into the next
+    assert "not of the GPU set-up.\n\n**What was tried**" in md
     error = data["error"]
     assert error["lines"][0]["text"].startswith("ValueError: Exception encountered")
     assert "not of the GPU set-up" in error["note"]
