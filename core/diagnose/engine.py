@@ -953,6 +953,11 @@ HOLDER_MIN_MIB = 256  # a process row below this (a desktop's Xorg) holds nothin
 SMALL_DEVICE_FRACTION = 0.5  # TF's device this far under the card: memory was taken already
 
 
+def _mib(value: str | None, unit: str | None = "MiB") -> float:
+    """A size the log wrote (value and unit) in MiB; 0 when it says none."""
+    return (parse_size(f"{value}{unit}") or 0) / 2**20 if value else 0.0
+
+
 def _holders(hits: Mapping[str, _Hit], facts: Facts | None) -> list[tuple[str, int, str]]:
     """The lines that show something other than this run holding GPU memory: nvidia-smi's
     process rows or a busy card, TF 1.x's free memory far under the total, a device TF created
@@ -966,18 +971,15 @@ def _holders(hits: Mapping[str, _Hit], facts: Facts | None) -> list[tuple[str, i
             if keep(g):
                 lines.append(where)
 
-    def mib(value: str | None, unit: str | None = "MiB") -> float:
-        return (parse_size(f"{value}{unit}") or 0) / 2**20 if value else 0.0
-
     of("nvidia_smi_process", lambda g: int(g.get("mib", 0)) >= HOLDER_MIN_MIB)
     of("nvidia_smi_memory", lambda g: int(g.get("used", 0)) >= 0.5 * int(g.get("total", 1) or 1))
     of(
         "tf1_free_memory",
-        lambda g: mib(g.get("free"), g.get("fu")) < 0.5 * mib(g.get("total"), g.get("tu")),
+        lambda g: _mib(g.get("free"), g.get("fu")) < 0.5 * _mib(g.get("total"), g.get("tu")),
     )
     of("device_init_out_of_memory", lambda g: True)
     of("devices_busy", lambda g: True)
-    sizes = {g.get("which"): mib(g.get("size"), "") for g in _groups(hits, "tf1_memory_lines")}
+    sizes = {g.get("which"): _mib(g.get("size"), "") for g in _groups(hits, "tf1_memory_lines")}
     if sizes.get("Free") and sizes.get("Total") and sizes["Free"] < 0.5 * sizes["Total"]:
         lines += hits["tf1_memory_lines"].lines[:2]
     card = _card_mib(hits, facts)
@@ -1034,16 +1036,13 @@ def _card_mib(hits: Mapping[str, _Hit], facts: Facts | None) -> float:
     """The GPU's whole memory in MiB, from the log's device properties or nvidia-smi, else the
     check's facts; 0 when nothing says."""
 
-    def mib(value: str | None, unit: str | None) -> float:
-        return (parse_size(f"{value}{unit}") or 0) / 2**20 if value else 0.0
-
     totals = [
-        mib(g.get("total"), g.get("tu"))
+        _mib(g.get("total"), g.get("tu"))
         for sid in ("tf1_free_memory", "device_memory_size")
         for g in _groups(hits, sid)
     ]
     totals += [float(g.get("total", 0)) for g in _groups(hits, "nvidia_smi_memory")]
-    sizes = {g.get("which"): mib(g.get("size"), "") for g in _groups(hits, "tf1_memory_lines")}
+    sizes = {g.get("which"): _mib(g.get("size"), "") for g in _groups(hits, "tf1_memory_lines")}
     totals.append(sizes.get("Total") or 0.0)
     if facts is not None:
         totals += [float(facts.value(n)) for n in facts if _is_total(facts, n)]
