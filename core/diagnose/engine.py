@@ -262,11 +262,10 @@ class Diagnoser:
         strong = any(v >= MIN_SCORE for c, v in scores.items() if c in self.causes)
         # Never silent when the run failed: with no strong cause, the weak clues become up to
         # CANDIDATES low-confidence candidates, each with its reason and what to capture next.
+        # An error (E) or fatal (F) line from TF's GPU code is a failure too, even when its
+        # message is cut or worded in a way no signature knows.
         failed = plain_error is None and any(
-            by_id[sid].role == "failure"
-            or by_id[sid].role == "error_class"
-            or (by_id[sid].role == "source_file" and any(g.get("sev") == "F" for g in h.groups))
-            for sid, h in self.hits.items()
+            by_id[sid].role in ("failure", "error_class", "source_file") for sid in self.hits
         )
         for cid, score in sorted(scores.items(), key=lambda kv: -kv[1]):
             if cid not in self.causes or score <= 0:
@@ -529,7 +528,8 @@ def _fixes_that_do_not_apply(hits: Mapping[str, _Hit]) -> dict[str, set[str]]:
 def _cpu_only_devices(hits: Mapping[str, _Hit]) -> bool:
     """The log lists TensorFlow's devices and none of them is a GPU."""
     devices = hits.get("device_list_entry")
-    kinds = {g.get("kind") or g.get("phys") for g in devices.groups} if devices else set()
+    groups = devices.groups if devices else []
+    kinds = {g.get("kind") or g.get("phys") or g.get("mapped") or g.get("strategy") for g in groups}
     return bool(kinds) and not kinds & {"GPU", "XLA_GPU"}
 
 
@@ -652,6 +652,15 @@ def _context_rules(
                 "installed, of a version whose copy of that library has another number.",
             )
 
+    # A CUDA library not found and no CUDA compiler either: no toolkit is installed at all.
+    toolkit = [lib for lib in per_lib.get("missing_cuda_libs", {}) if TOOLKIT_LIB.search(lib)]
+    if toolkit and "nvcc_missing" in hits:
+        lib_add(toolkit[0], "missing_cuda_libs", 4.0, hits["nvcc_missing"].lines[:1])
+        note(
+            "missing_cuda_libs",
+            "nvcc is not found either: no CUDA toolkit is installed (or it is not on the PATH).",
+        )
+
     for cause, by_lib in per_lib.items():
         weights = sorted(by_lib.values(), reverse=True)
         add(cause, weights[0] + min(0.6, 0.2 * (len(weights) - 1)), lib_lines[cause])
@@ -740,6 +749,18 @@ def _context_rules(
             if any(s == src and 0 < n - m <= 2 for s, m, _ in asked.lines):
                 add("no_gpu_visible", 3.0, [*asked.lines[:1], (src, n, text)])
                 note("no_gpu_visible", "Asked for its GPUs, TensorFlow answered with none.")
+                break
+
+    # `gpus[0]` in the GPU set-up, then "list index out of range": the list of GPUs was empty.
+    indexed, index_error = hits.get("gpu_list_indexed"), hits.get("index_out_of_range")
+    if indexed and index_error:
+        for src, n, text in index_error.lines:
+            if any(s == src and 0 < n - m <= 3 for s, m, _ in indexed.lines):
+                add("no_gpu_visible", 3.5, [*indexed.lines[:1], (src, n, text)])
+                note(
+                    "no_gpu_visible",
+                    "The program took the first GPU of TensorFlow's list and the list was empty.",
+                )
                 break
 
     # A device list that shows only the CPU: TensorFlow found no GPU.
