@@ -47,7 +47,10 @@ def check_gpu_visible(facts: Facts, ctx: CheckContext) -> Iterator[Finding]:
         return
     # TF sees none. Explain with the strongest reason we can prove.
     cvd = tf_env(facts).get("CUDA_VISIBLE_DEVICES")
-    dlopen = ctx.lines("dlopen_failed") + ctx.lines("gpu_libs_missing")
+    # TF 2.14+ says only "could not find cuda drivers" when its CUDA runtime is not there
+    dlopen = (
+        ctx.lines("dlopen_failed") + ctx.lines("gpu_libs_missing") + ctx.lines("cudart_not_found")
+    )
     cc_ignored = ctx.lines("gpu_cc_ignored")
     cuinit = ctx.lines("cuinit_failed")
     no_driver = ctx.lines("no_cuda_driver")
@@ -62,7 +65,7 @@ def check_gpu_visible(facts: Facts, ctx: CheckContext) -> Iterator[Finding]:
             "TensorFlow lists no GPU and the NVIDIA driver lists none either. Training runs on "
             "the CPU (slowly). If this machine has an NVIDIA GPU, the driver is missing or not "
             "loaded, or (in a container / WSL2) the GPU is not passed through.",
-            (*base, *line_ev(no_driver + cuinit)),
+            (*base, *line_ev(no_driver + ctx.lines("cudart_not_found") + cuinit)),
             ("upgrade_driver", "container_gpu_passthrough", "wsl_gpu_setup"),
             "gpu",
         )

@@ -239,7 +239,13 @@ class Diagnoser:
         ]
         stated = read_stated({sid: (h.lines, h.groups) for sid, h in self.hits.items()}, wanted)
         symptom = _cpu_only_devices(self.hits) or any(
-            s in self.hits for s in ("gpu_device_not_found", "no_cuda_driver", "cuinit_no_device")
+            s in self.hits
+            for s in (
+                "gpu_device_not_found",
+                "no_cuda_driver",
+                "cudart_not_found",
+                "cuinit_no_device",
+            )
         )
         fact_rules(stated, add, _noter(notes), gpu_symptom=symptom)
         _bfc_rules(ooms, self.hits, add, notes, facts)
@@ -262,10 +268,16 @@ class Diagnoser:
         strong = any(v >= MIN_SCORE for c, v in scores.items() if c in self.causes)
         # Never silent when the run failed: with no strong cause, the weak clues become up to
         # CANDIDATES low-confidence candidates, each with its reason and what to capture next.
-        # An error (E) or fatal (F) line from TF's GPU code is a failure too, even when its
-        # message is cut or worded in a way no signature knows.
+        # A fatal (F) line from TF's GPU code is a failure too, even when its message is cut or
+        # worded in a way no signature knows; so is an error (E) line the run did not go past.
+        went_on = "training_progress" in self.hits
         failed = plain_error is None and any(
-            by_id[sid].role in ("failure", "error_class", "source_file") for sid in self.hits
+            by_id[sid].role in ("failure", "error_class")
+            or (
+                by_id[sid].role == "source_file"
+                and (not went_on or any(g.get("sev") == "F" for g in h.groups))
+            )
+            for sid, h in self.hits.items()
         )
         for cid, score in sorted(scores.items(), key=lambda kv: -kv[1]):
             if cid not in self.causes or score <= 0:
@@ -381,6 +393,7 @@ _STARTUP_NOTICES = frozenset(
         "cuinit_failed",
         "cuinit_no_device",
         "no_cuda_driver",
+        "cudart_not_found",
         "cuda_diagnostics_truncated",
         "file_cuda_diagnostics",
         "file_cuda_driver",
@@ -616,6 +629,21 @@ def _context_rules(
                 optional = " (CUPTI: only the profiler needs it)" if "cupti" in lib.lower() else ""
                 note("missing_cuda_libs", f"{lib} could not be loaded{optional}.")
 
+    # TF 2.14+ names no library: "could not find cuda drivers" is its CUDA runtime not loading
+    # (tsl/cuda/cudart_stub.cc), whatever the driver. A run that went on past it was only
+    # told it runs on the CPU.
+    cudart = hits.get("cudart_not_found")
+    if cudart and "training_progress" not in hits:
+        lib_add("libcudart", "missing_cuda_libs", 2.8, cudart.lines[:1])
+        lib_add("libcudart", "no_gpu_visible", 1.5, cudart.lines[:1])
+        note(
+            "missing_cuda_libs",
+            "TensorFlow could not load the CUDA runtime (libcudart): TensorFlow 2.14 and later "
+            'say "could not find cuda drivers" for that, whatever the driver. With a GPU and '
+            "its driver in place, the CUDA libraries are missing: install TensorFlow with its "
+            "CUDA (pip install tensorflow[and-cuda]).",
+        )
+
     # Colab's image ships a CUDA toolkit and cuDNN: a CUDA runtime it cannot find there is one
     # of another major than the image's (a TensorFlow pinned to an older build), not a CUDA
     # that is absent.
@@ -664,6 +692,8 @@ def _context_rules(
     for cause, by_lib in per_lib.items():
         weights = sorted(by_lib.values(), reverse=True)
         add(cause, weights[0] + min(0.6, 0.2 * (len(weights) - 1)), lib_lines[cause])
+    # An empty GPU list next to a library that did not load is that failure's symptom.
+    symptom_weight = 1.0 if per_lib or "gpu_libs_missing" in hits else 3.0
 
     # An nvidia-smi paste with a full GPU: memory was taken before this run.
     nvsmi = hits.get("nvidia_smi_memory")
@@ -747,7 +777,7 @@ def _context_rules(
     if asked and empty:
         for src, n, text in empty.lines:
             if any(s == src and 0 < n - m <= 2 for s, m, _ in asked.lines):
-                add("no_gpu_visible", 3.0, [*asked.lines[:1], (src, n, text)])
+                add("no_gpu_visible", symptom_weight, [*asked.lines[:1], (src, n, text)])
                 note("no_gpu_visible", "Asked for its GPUs, TensorFlow answered with none.")
                 break
 
@@ -766,7 +796,7 @@ def _context_rules(
     # A device list that shows only the CPU: TensorFlow found no GPU.
     devices = hits.get("device_list_entry")
     if devices and _cpu_only_devices(hits):
-        add("no_gpu_visible", 3.0, devices.lines[:2])
+        add("no_gpu_visible", symptom_weight, devices.lines[:2])
         note("no_gpu_visible", "The devices TensorFlow lists are CPU only.")
 
     # TF 1.x printed free vs total memory when it created the device (1.0-1.2: two lines).

@@ -161,6 +161,20 @@ def test_missing_libraries_from_tf_log_lines() -> None:
     assert [e.line for e in f.evidence if e.line] == [1, 2]
 
 
+def test_tf_214_no_cuda_drivers_notice_on_a_gpu_machine_means_its_cuda_is_missing() -> None:
+    """TF 2.14+ prints only "could not find cuda drivers" when libcudart will not load."""
+    out = [
+        "2024-03-01 12:00:00.000000: I external/local_tsl/tsl/cuda/cudart_stub.cc:31] Could "
+        "not find cuda drivers on your machine, GPU will not be used.",
+    ]
+    facts = tf_facts(**{"tf.gpu_count": 0, "tf.version": "2.16.1"})
+    found = run(facts, "rtx3090_forgotten_jupyter_kernel.json", out)
+    f = found["tf.gpu_not_visible"]
+    assert "could not load the CUDA libraries" in f.explanation
+    assert "install_tf_and_cuda" in f.fixes
+    assert [e.line for e in f.evidence if e.line] == [1]
+
+
 def test_cpu_only_build_on_a_gpu_machine_is_an_error() -> None:
     facts = tf_facts(**{"tf.is_cuda_build": False, "tf.gpu_count": 0})
     found = run(facts, "rtx3090_forgotten_jupyter_kernel.json")

@@ -391,3 +391,91 @@ def test_a_context_that_got_no_memory_means_the_gpu_was_full_before() -> None:
         "(2234974208 bytes) from device: CUDA_ERROR_OUT_OF_MEMORY: out of memory\n"
     )
     assert "gpu_oom" in ranked(grow)[:2]
+
+
+CUDART_216 = (
+    "2024-03-01 12:00:00.000000: I external/local_tsl/tsl/cuda/cudart_stub.cc:32] Could not "
+    "find cuda drivers on your machine, GPU will not be used.\n"
+)
+
+
+def test_tf_214_no_cuda_drivers_is_its_cuda_runtime_missing_unless_no_driver_is_there() -> None:
+    """tsl/cuda/cudart_stub.cc prints it when libcudart will not load, whatever the driver."""
+    asked = (
+        "> python3 -c \"import tensorflow as tf; print(tf.config.list_physical_devices('GPU'))\"\n"
+    )
+    # the empty list is the failure's symptom, not a second cause
+    assert ranked(asked + CUDART_216 + "[]\n")[:1] == ["missing_cuda_libs"]
+    no_driver = (
+        "I external/local_xla/xla/stream_executor/cuda/cuda_diagnostics.cc:160] kernel driver "
+        "does not appear to be running on this host (pc): /proc/driver/nvidia/version does not "
+        "exist\n"
+    )
+    assert ranked(asked + CUDART_216 + no_driver + "[]\n")[:1] == ["no_gpu_visible"]
+    # a run that went on past the notice was only told where it runs
+    assert ranked(CUDART_216 + "Epoch 1/2\n100/100 [====] - 1s 5ms/step - loss: 0.3\n") == []
+
+
+def test_no_cuda_compiler_next_to_a_missing_cuda_library_means_no_toolkit() -> None:
+    dlopen = (
+        "W tensorflow/stream_executor/platform/default/dso_loader.cc:55] Could not load dynamic "
+        "library 'libcudart.so.10.1'; dlerror: libcudart.so.10.1: cannot open shared object file\n"
+    )
+    assert ranked(dlopen)[:1] == ["cuda_cudnn_version_mismatch"]  # another 10.x, most often
+    assert ranked(dlopen + "$ nvcc -V\nbash: nvcc: command not found\n")[:1] == [
+        "missing_cuda_libs"
+    ]
+
+
+@pytest.mark.parametrize(
+    "log",
+    [
+        "GPU Available:  False\n",
+        "Please install GPU version of TF\n",
+        "Device mapping:\n/job:localhost/replica:0/task:0/device:XLA_CPU:0 -> device: XLA_CPU "
+        "device\n",
+        "INFO:tensorflow:Using MirroredStrategy with devices "
+        "('/job:localhost/replica:0/task:0/device:CPU:0',)\n",
+        "    tf.config.experimental.set_memory_growth(physical_devices[0], True)\n"
+        "IndexError: list index out of range\n",
+        "bash: nvidia-smi: command not found\n",
+    ],
+    ids=["available-false", "tutorial-else", "mapping-cpu-only", "strategy-cpu", "gpus[0]", "smi"],
+)
+def test_ways_a_log_says_tensorflow_has_no_gpu(log: str) -> None:
+    assert ranked(log)[:1] == ["no_gpu_visible"]
+
+
+def test_a_device_mapping_with_a_gpu_is_not_a_missing_gpu() -> None:
+    log = (
+        "Device mapping:\n"
+        "/job:localhost/replica:0/task:0/device:XLA_CPU:0 -> device: XLA_CPU device\n"
+        "/job:localhost/replica:0/task:0/device:XLA_GPU:0 -> device: XLA_GPU device\n"
+        "/job:localhost/replica:0/task:0/device:GPU:0 -> device: 0, name: GeForce GTX 1080, pci "
+        "bus id: 0000:01:00.0, compute capability: 6.1\n"
+    )
+    assert "no_gpu_visible" not in ranked(log)
+    # an IndexError elsewhere is the program's own
+    assert ranked("    x = batch[0]\nIndexError: list index out of range\n") == []
+
+
+def test_a_gpu_skipped_for_its_few_multiprocessors_is_an_unsupported_gpu() -> None:
+    d = diagnose(
+        b"I tensorflow/core/common_runtime/gpu/gpu_device.cc:1625] Ignoring visible gpu device "
+        b"(device: 0, name: GeForce MX150, pci bus id: 0000:01:00.0, compute capability: 6.1) "
+        b"with core count: 3. The minimum required count is 8. You can adjust this requirement "
+        b"with the env var TF_MIN_GPU_MULTIPROCESSOR_COUNT.\n"
+    )
+    assert d.causes[0].id == "unsupported_gpu_arch"
+    assert "3 multiprocessors" in d.causes[0].explanation
+
+
+def test_an_error_line_the_run_did_not_go_past_gives_candidates() -> None:
+    """A hard-wrapped cuDNN line: its message is cut, its source file still points the way."""
+    log = (
+        "E tensorflow/stream_executor/cuda/cuda_dnn.cc:319] Loaded runtime CuDNN l\n"
+        "ibrary: 7.4.1 but source was compiled with: 7.6.4.\n"
+    )
+    d = diagnose(log.encode())
+    assert [c.id for c in d.causes][:1] == ["cuda_cudnn_version_mismatch"]
+    assert d.causes[0].confidence <= 0.3
