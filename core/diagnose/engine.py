@@ -638,10 +638,8 @@ def _context_rules(
         lib_add("libcudart", "no_gpu_visible", 1.5, cudart.lines[:1])
         note(
             "missing_cuda_libs",
-            "TensorFlow could not load the CUDA runtime (libcudart): TensorFlow 2.14 and later "
-            'say "could not find cuda drivers" for that, whatever the driver. With a GPU and '
-            "its driver in place, the CUDA libraries are missing: install TensorFlow with its "
-            "CUDA (pip install tensorflow[and-cuda]).",
+            "TensorFlow could not load the CUDA runtime (libcudart): from TensorFlow 2.14 on, "
+            '"could not find cuda drivers" means that, whatever the driver.',
         )
 
     # Colab's image ships a CUDA toolkit and cuDNN: a CUDA runtime it cannot find there is one
