@@ -355,7 +355,19 @@ def _confidence(score: float, scores: Mapping[str, float], cid: str) -> float:
     strength = 1 - math.exp(-score / STRENGTH_SCALE)
     rival = max((v for c, v in scores.items() if c != cid), default=0.0)
     r = min(1.0, max(rival, 0.0) / score) if score > 0 else 1.0
-    return strength * (1 - RIVAL_PENALTY * r * r)
+    return _calibrated(strength * (1 - RIVAL_PENALTY * r * r))
+
+
+# Stated confidence -> how often the dev corpus found it right (a monotone map, fitted on dev
+# only: raw values from 0.7 up were right more often than they said).
+CALIBRATION = ((0.0, 0.0), (0.5, 0.5), (0.7, 0.78), (0.85, 0.93), (1.0, 0.99))
+
+
+def _calibrated(raw: float) -> float:
+    for (x0, y0), (x1, y1) in itertools.pairwise(CALIBRATION):
+        if raw <= x1:
+            return y0 + (y1 - y0) * (max(raw, x0) - x0) / (x1 - x0)
+    return CALIBRATION[-1][1]
 
 
 # ---------------------------------------------------------------- context rules
@@ -433,7 +445,7 @@ def _reading(value: str, unit: str) -> float | None:
         return None
 
 
-MEMORY_SERIES = ("memory_reading", "memory_figure")
+MEMORY_SERIES = ("memory_reading", "memory_figure", "memory_in_use")
 
 
 def _series_rules(
@@ -636,6 +648,26 @@ def _context_rules(
     if cudart and "training_progress" not in hits:
         lib_add("libcudart", "missing_cuda_libs", 2.8, cudart.lines[:1])
         lib_add("libcudart", "no_gpu_visible", 1.5, cudart.lines[:1])
+        # A CUDA image's banner: its CUDA is on the loader path, so one TF cannot load is
+        # one of another version than the build's
+        image = [
+            (where, g["cuda_banner"])
+            for where, g in zip(
+                hits["cuda_installed_stated"].lines if "cuda_installed_stated" in hits else [],
+                hits["cuda_installed_stated"].groups if "cuda_installed_stated" in hits else [],
+                strict=False,
+            )
+            if g.get("cuda_banner")
+        ]
+        if image:
+            lib_add(
+                "libcudart", "cuda_cudnn_version_mismatch", 3.5, [*cudart.lines[:1], image[0][0]]
+            )
+            note(
+                "cuda_cudnn_version_mismatch",
+                f"This container image ships CUDA {image[0][1]} on the loader path: a CUDA "
+                "runtime TensorFlow cannot load there is one of another version than its build's.",
+            )
         note(
             "missing_cuda_libs",
             "TensorFlow could not load the CUDA runtime (libcudart): from TensorFlow 2.14 on, "

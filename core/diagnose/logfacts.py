@@ -132,7 +132,7 @@ def read_stated(
     )
 
 
-_CUDA_KEYS = ("cuda", "cuda_conda", "cuda_path", "cuda_win", "cuda_tpl")
+_CUDA_KEYS = ("cuda", "cuda_conda", "cuda_path", "cuda_win", "cuda_tpl", "cuda_banner")
 _CUDNN_KEYS = ("cudnn_tpl", "cudnn_conda", "cudnn_pip", "cudnn_apt", "cudnn_ver")
 
 

@@ -479,3 +479,30 @@ def test_an_error_line_the_run_did_not_go_past_gives_candidates() -> None:
     d = diagnose(log.encode())
     assert [c.id for c in d.causes][:1] == ["cuda_cudnn_version_mismatch"]
     assert d.causes[0].confidence <= 0.3
+
+
+def test_a_cuda_image_whose_runtime_tensorflow_cannot_load_holds_another_cuda() -> None:
+    banner = "==========\n== CUDA ==\n==========\n\nCUDA Version 12.1.1\n\n"
+    d = diagnose((banner + CUDART_216).encode())
+    assert d.causes[0].id == "cuda_cudnn_version_mismatch"
+    assert "ships CUDA 12.1" in d.causes[0].explanation
+    # nvidia-smi's "CUDA Version: 12.4" is the driver's ceiling, not an installed CUDA
+    smi = "| NVIDIA-SMI 550.54.15    Driver Version: 550.54.15      CUDA Version: 12.4     |\n"
+    assert ranked(smi + CUDART_216)[:1] == ["missing_cuda_libs"]
+
+
+def test_the_container_runtime_asking_for_a_newer_driver_is_an_old_driver() -> None:
+    log = (
+        "nvidia-container-cli: requirement error: unsatisfied condition: cuda>=11.8, please "
+        "update your driver to a newer version, or use an earlier cuda container: unknown.\n"
+    )
+    d = diagnose(log.encode())
+    assert [c.id for c in d.causes] == ["driver_too_old"]
+    assert "needs CUDA 11.8" in d.causes[0].explanation
+
+
+def test_memory_in_use_printed_unit_first_and_growing_is_a_leak() -> None:
+    log = "".join(f"Run {i}, GBs in use {v}\n" for i, v in enumerate((2.30, 3.60, 4.75, 5.90)))
+    assert ranked(log)[:1] == ["memory_leak"]
+    flat = "".join(f"Run {i}, GBs in use 2.30\n" for i in range(4))
+    assert "memory_leak" not in ranked(flat)
