@@ -255,7 +255,7 @@ class Diagnoser:
             _speed_only_rule(self.series, add, notes)
         # A run that got as far as allocating tensors was not stopped by a missing GPU: the
         # "no driver / cuInit failed" start-up notices then describe the setting, not the crash.
-        if "no_gpu_visible" in scores and "training_progress" in self.hits:
+        if "no_gpu_visible" in scores and _went_on(self.hits):
             scores["no_gpu_visible"] *= 0.1  # training ran (on the CPU): not why it failed
         elif "no_gpu_visible" in scores and any(h in self.hits for h in _RAN_PAST_DEVICE_INIT):
             scores["no_gpu_visible"] *= 0.4
@@ -270,7 +270,7 @@ class Diagnoser:
         # CANDIDATES low-confidence candidates, each with its reason and what to capture next.
         # A fatal (F) line from TF's GPU code is a failure too, even when its message is cut or
         # worded in a way no signature knows; so is an error (E) line the run did not go past.
-        went_on = "training_progress" in self.hits
+        went_on = _went_on(self.hits)
         failed = plain_error is None and any(
             by_id[sid].role in ("failure", "error_class")
             or (
@@ -550,6 +550,11 @@ def _fixes_that_do_not_apply(hits: Mapping[str, _Hit]) -> dict[str, set[str]]:
     return {"host_oom": {"raise_memory_limit"}} if machine and not cgroup else {}
 
 
+def _went_on(hits: Mapping[str, _Hit]) -> bool:
+    """The program got on with its work (training steps, a progress bar) past the notices."""
+    return "training_progress" in hits or "work_progress" in hits
+
+
 def _cpu_only_devices(hits: Mapping[str, _Hit]) -> bool:
     """The log lists TensorFlow's devices and none of them is a GPU."""
     devices = hits.get("device_list_entry")
@@ -645,7 +650,7 @@ def _context_rules(
     # (tsl/cuda/cudart_stub.cc), whatever the driver. A run that went on past it was only
     # told it runs on the CPU.
     cudart = hits.get("cudart_not_found")
-    if cudart and "training_progress" not in hits:
+    if cudart and not _went_on(hits):
         lib_add("libcudart", "missing_cuda_libs", 2.8, cudart.lines[:1])
         lib_add("libcudart", "no_gpu_visible", 1.5, cudart.lines[:1])
         # A CUDA image's banner: its CUDA is on the loader path, so one TF cannot load is
@@ -783,7 +788,8 @@ def _context_rules(
     if (
         "kernel_died" in hits
         and "tf_import_statement" in hits
-        and not any(h in hits for h in ("fit_call", "training_progress", *_RAN_PAST_DEVICE_INIT))
+        and not _went_on(hits)
+        and not any(h in hits for h in ("fit_call", *_RAN_PAST_DEVICE_INIT))
     ):
         add("cpu_instructions_unsupported", 1.2, hits["tf_import_statement"].lines[:1])
         note(

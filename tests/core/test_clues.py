@@ -506,3 +506,21 @@ def test_memory_in_use_printed_unit_first_and_growing_is_a_leak() -> None:
     assert ranked(log)[:1] == ["memory_leak"]
     flat = "".join(f"Run {i}, GBs in use 2.30\n" for i in range(4))
     assert "memory_leak" not in ranked(flat)
+
+
+@pytest.mark.parametrize(
+    "progress",
+    [
+        "Epochs: 100%|██████████| 100/100 [00:10<00:00,  9.52it/s, t_loss=1.2, i_acc=0.95]",
+        "INFO:tensorflow:loss = 0.6931472, step = 1",
+        "Step 100: loss = 0.512",
+    ],
+    ids=["tqdm", "estimator", "script"],
+)
+def test_start_up_notices_of_a_run_that_got_on_with_its_work_blame_nothing(progress: str) -> None:
+    notice = (
+        "E tensorflow/stream_executor/cuda/cuda_driver.cc:351] failed call to cuInit: UNKNOWN "
+        "ERROR (303)\n"
+    )
+    assert ranked(notice)[:1] == ["no_gpu_visible"]  # alone: TensorFlow found no GPU
+    assert ranked(notice + progress + "\n") == []  # then it worked on: only where it ran
