@@ -604,6 +604,16 @@ def _context_rules(
         for (src, n, text), groups in zip(hit.lines, hit.groups, strict=False):
             lib = groups.get("lib") or ""
             line = [(src, n, text)]
+            if not lib and sid == "tf_self_check_dll":
+                # TF's own import check names cuDNN by its version ("Could not find cuDNN 6."),
+                # weighed as a cuDNN library that did not load; a bare traceback frame is less
+                if "cuDNN" in text:
+                    lib_add("cuDNN", "missing_cuda_libs", 3.2, line)
+                    lib_add("cuDNN", "cuda_cudnn_version_mismatch", 1.4, line)
+                    note("missing_cuda_libs", "TensorFlow's import check could not find cuDNN.")
+                else:
+                    lib_add("(unnamed)", "missing_cuda_libs", 1.0, line)
+                continue
             if not lib or lib.startswith("libnvinfer"):
                 continue  # no library named / TensorRT: optional, known noise
             if _DRIVER_SIDE.match(lib):
