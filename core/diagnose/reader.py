@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import bisect
 import codecs
+import html
 import io
 import json
 import re
@@ -319,9 +320,27 @@ def unwrap(raw: bytes) -> bytes:
     return b"\n".join(lines)
 
 
+# A paste copied out of a web page's HTML source keeps its entities: &#39;libcudart.so&#39;
+_ENTITY = re.compile(rb"&(?:#\d{2,4}|#x[0-9a-fA-F]{2,4}|quot|apos|lt|gt|amp|nbsp);")
+_ENTITY_HINTS = (b"&#39;", b"&quot;", b"&gt;", b"&lt;", b"&amp;", b"&#x27;")
+
+
+def unescape_html(raw: bytes) -> bytes:
+    """The text of a paste whose quotes and brackets came as HTML entities; line breaks stay
+    where they are (an encoded line break becomes a space)."""
+    if len(raw) > UNWRAP_MAX_BYTES or not any(h in raw for h in _ENTITY_HINTS):
+        return raw
+
+    def one(m: re.Match[bytes]) -> bytes:
+        text = html.unescape(m.group(0).decode("ascii"))
+        return b" " if text in ("\n", "\r") else text.encode("utf-8")
+
+    return _ENTITY.sub(one, raw)
+
+
 def _chunk(source: str, line_no: int, raw: bytes) -> Chunk:
     if line_no == 1:  # a paste is one chunk; never the tail of a big log
-        raw = unwrap(raw)
+        raw = unwrap(unescape_html(raw))
     if b'\\n"' in raw:
         # JSON-escaped output lines (a notebook, a Jupyter JSON log): unescape them, and keep
         # raw and text the same characters

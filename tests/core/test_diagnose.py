@@ -541,6 +541,25 @@ def test_a_paste_hard_wrapped_at_80_columns_gets_the_same_first_cause() -> None:
     assert same / len(DEV) >= 0.95, f"{same} of {len(DEV)} keep their first cause when wrapped"
 
 
+def _html_escaped(text: str) -> str:
+    """A paste as it sits in a web page's HTML source."""
+    import html
+
+    return html.escape(text, quote=True).replace("'", "&#39;")
+
+
+def test_a_paste_copied_with_its_html_entities_gets_the_same_first_cause() -> None:
+    changed = [c.name for c in DEV if "'" in c.log or '"' in c.log or ">" in c.log]
+    assert len(changed) >= 50  # most real logs quote a library or a path
+    for case in DEV:
+        want = [c.id for c in diagnose(case.log.encode()).causes][:1]
+        got = [c.id for c in diagnose(_html_escaped(case.log).encode()).causes][:1]
+        assert got == want, case.name
+    # an entity that encodes a line break never moves the lines after it
+    log = "first &#10; still first\nIgnore above cudart dlerror &gt; x\nKilled\n"
+    assert [n for n, _ in iter_lines(log)] == [1, 2, 3]
+
+
 def test_the_joined_line_is_evidence_at_its_first_line_number() -> None:
     line = (
         "2018-03-05 13:43:54.533246: I tensorflow/core/common_runtime/gpu/gpu_device.cc:1283] "
