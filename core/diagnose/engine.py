@@ -379,6 +379,7 @@ _RAN_PAST_DEVICE_INIT = (
     "oom_allocating_tensor",
     "python_memory_error",
     "killed",
+    "killed_localized",
     "kernel_oom_kill",
     "retracing",
 )

@@ -524,3 +524,18 @@ def test_start_up_notices_of_a_run_that_got_on_with_its_work_blame_nothing(progr
     )
     assert ranked(notice)[:1] == ["no_gpu_visible"]  # alone: TensorFlow found no GPU
     assert ranked(notice + progress + "\n") == []  # then it worked on: only where it ran
+
+
+@pytest.mark.parametrize(
+    ("line", "first"),
+    [
+        ("非法指令 (核心已转储)", "cpu_instructions_unsupported"),
+        ("Ungültiger Maschinenbefehl (Speicherabzug geschrieben)", "cpu_instructions_unsupported"),
+        ("[1]+  已杀死               python train.py", "host_oom"),
+        ("./train.sh: Zeile 5: 31337 Getötet                 python train.py", "host_oom"),
+    ],
+    ids=["zh-sigill", "de-sigill", "zh-killed", "de-killed"],
+)
+def test_the_shell_saying_it_in_the_users_language(line: str, first: str) -> None:
+    """Chinese and German shells print glibc's translated signal names: same causes."""
+    assert ranked(line + "\n")[:1] == [first]
