@@ -539,3 +539,26 @@ def test_start_up_notices_of_a_run_that_got_on_with_its_work_blame_nothing(progr
 def test_the_shell_saying_it_in_the_users_language(line: str, first: str) -> None:
     """Chinese and German shells print glibc's translated signal names: same causes."""
     assert ranked(line + "\n")[:1] == [first]
+
+
+@pytest.mark.parametrize(
+    ("line", "first"),
+    [
+        (
+            "ImportError: DLL load failed while importing _pywrap_tensorflow_internal: "
+            "动态链接库(DLL)初始化例程失败。",
+            "cpu_instructions_unsupported",
+        ),
+        (
+            "ImportError: DLL load failed while importing _pywrap_tensorflow_internal: Eine "
+            "DLL-Initialisierungsroutine ist fehlgeschlagen.",
+            "cpu_instructions_unsupported",
+        ),
+        ("ImportError: DLL load failed: 找不到指定的模块。", "missing_cuda_libs"),
+        ("ImportError: DLL load failed: 找不到指定的程序。", "cuda_cudnn_version_mismatch"),
+    ],
+    ids=["zh-init", "de-init", "zh-module", "zh-procedure"],
+)
+def test_windows_saying_it_in_the_users_language(line: str, first: str) -> None:
+    """Windows words its DLL errors in the system's language: same causes as in English."""
+    assert ranked(line + "\n")[:1] == [first]
