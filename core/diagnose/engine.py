@@ -840,6 +840,13 @@ def _context_rules(
                 )
                 break
 
+    # Many ops placed, every one of them on the CPU: there was no GPU to place them on (a few
+    # CPU placements alone are input-pipeline ops, which run on the CPU anyway).
+    placed = hits.get("op_placed_on_cpu")
+    if placed and placed.count >= 3 and "op_placed_on_gpu" not in hits:
+        add("no_gpu_visible", symptom_weight, placed.lines[:2])
+        note("no_gpu_visible", f"All {placed.count} ops TensorFlow placed went to the CPU.")
+
     # A device list that shows only the CPU: TensorFlow found no GPU.
     devices = hits.get("device_list_entry")
     if devices and _cpu_only_devices(hits):

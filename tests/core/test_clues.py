@@ -562,3 +562,14 @@ def test_the_shell_saying_it_in_the_users_language(line: str, first: str) -> Non
 def test_windows_saying_it_in_the_users_language(line: str, first: str) -> None:
     """Windows words its DLL errors in the system's language: same causes as in English."""
     assert ranked(line + "\n")[:1] == [first]
+
+
+def test_every_op_placed_on_the_cpu_means_no_gpu_but_a_few_or_a_gpu_one_do_not() -> None:
+    cpu = "".join(
+        f"Executing op {op} in device /job:localhost/replica:0/task:0/device:CPU:0\n"
+        for op in ("VarHandleOp", "AssignVariableOp", "MatMul")
+    )
+    assert ranked(cpu)[:1] == ["no_gpu_visible"]
+    assert ranked(cpu.split("\n", 1)[1]) == []  # two input-pipeline-like ops: no verdict
+    gpu = "Executing op Conv2D in device /job:localhost/replica:0/task:0/device:GPU:0\n"
+    assert "no_gpu_visible" not in ranked(cpu + gpu)
