@@ -741,6 +741,19 @@ def _context_rules(
     # An empty GPU list next to a library that did not load is that failure's symptom.
     symptom_weight = 1.0 if per_lib or "gpu_libs_missing" in hits else 3.0
 
+    # XLA's "ptxas X, which is older than Y": blamed when X really is older (TF 1.12 also
+    # warned about newer ones).
+    ptxas = hits.get("ptxas_older_than")
+    for where, g in zip(ptxas.lines if ptxas else [], ptxas.groups if ptxas else [], strict=False):
+        have, need = g.get("have", ""), g.get("need", "")
+        if have and need and _version_tuple(have) < _version_tuple(need):
+            add("xla_ptxas_libdevice", 4.0, [where])
+            note(
+                "xla_ptxas_libdevice",
+                f"XLA found ptxas {have}; it needs {need} or newer to compile correctly.",
+            )
+            break
+
     # An nvidia-smi paste with a full GPU: memory was taken before this run.
     nvsmi = hits.get("nvidia_smi_memory")
     if nvsmi:

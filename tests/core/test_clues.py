@@ -573,3 +573,12 @@ def test_every_op_placed_on_the_cpu_means_no_gpu_but_a_few_or_a_gpu_one_do_not()
     assert ranked(cpu.split("\n", 1)[1]) == []  # two input-pipeline-like ops: no verdict
     gpu = "Executing op Conv2D in device /job:localhost/replica:0/task:0/device:GPU:0\n"
     assert "no_gpu_visible" not in ranked(cpu + gpu)
+
+
+def test_xla_warning_about_an_old_ptxas_is_blamed_only_when_the_numbers_agree() -> None:
+    old = "*** WARNING *** You are using ptxas 10.1.243, which is older than 11.1.\n"
+    assert ranked(old)[:1] == ["xla_ptxas_libdevice"]
+    # TF 1.12 compared versions wrongly (tensorflow#23874): a newer ptxas is no problem
+    assert (
+        ranked("*** WARNING *** You are using ptxas 10.0.145, which is older than 9.2.88\n") == []
+    )
