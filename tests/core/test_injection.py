@@ -134,8 +134,10 @@ _PS_LITERAL = re.compile(
 
 
 def ps_code(script: str) -> str:
-    """The script with its single-quoted literals blanked: what PowerShell runs as code."""
-    return _PS_LITERAL.sub("''", script)
+    """The script with its single-quoted literals blanked and its comment lines dropped (the
+    header's time stamp among them): what PowerShell runs as code."""
+    code = "\n".join(line for line in script.splitlines() if not line.lstrip().startswith("#"))
+    return _PS_LITERAL.sub("''", code)
 
 
 def test_hostile_values_stay_values_in_all_three_formats(tmp_path: Path) -> None:
