@@ -741,6 +741,17 @@ def _context_rules(
     # An empty GPU list next to a library that did not load is that failure's symptom.
     symptom_weight = 1.0 if per_lib or "gpu_libs_missing" in hits else 3.0
 
+    # No ptxas on the PATH, so PTX goes to the driver's compiler; routine on Windows, where TF
+    # says first that it never runs ptxas there.
+    fallback = hits.get("ptxas_not_on_path")
+    if fallback and "ptxas_windows_notice" not in hits:
+        add("xla_ptxas_libdevice", 3.0, fallback.lines[:1])
+        note(
+            "xla_ptxas_libdevice",
+            "XLA found no ptxas on the PATH and leaves PTX compilation to the driver (slower, "
+            "and failing where the driver is older than the code).",
+        )
+
     # XLA's "ptxas X, which is older than Y": blamed when X really is older (TF 1.12 also
     # warned about newer ones).
     ptxas = hits.get("ptxas_older_than")

@@ -582,3 +582,17 @@ def test_xla_warning_about_an_old_ptxas_is_blamed_only_when_the_numbers_agree() 
     assert (
         ranked("*** WARNING *** You are using ptxas 10.0.145, which is older than 9.2.88\n") == []
     )
+
+
+def test_no_ptxas_on_the_path_is_xla_tooling_except_as_windows_routine_notice() -> None:
+    fallback = (
+        "W tensorflow/stream_executor/gpu/asm_compiler.cc:81] Relying on driver to perform ptx "
+        "compilation. \nModify $PATH to customize ptxas location.\n"
+    )
+    assert ranked(fallback)[:1] == ["xla_ptxas_libdevice"]
+    windows = (
+        "W tensorflow/stream_executor/cuda/redzone_allocator.cc:312] Internal: Invoking ptxas "
+        "not supported on Windows\nRelying on driver to perform ptx compilation. This message "
+        "will be only logged once.\n"
+    )
+    assert ranked(windows) == []
