@@ -668,11 +668,7 @@ def _context_rules(
         # one of another version than the build's
         image = [
             (where, g["cuda_banner"])
-            for where, g in zip(
-                hits["cuda_installed_stated"].lines if "cuda_installed_stated" in hits else [],
-                hits["cuda_installed_stated"].groups if "cuda_installed_stated" in hits else [],
-                strict=False,
-            )
+            for where, g in _found(hits, "cuda_installed_stated")
             if g.get("cuda_banner")
         ]
         if image:
@@ -754,8 +750,7 @@ def _context_rules(
 
     # XLA's "ptxas X, which is older than Y": blamed when X really is older (TF 1.12 also
     # warned about newer ones).
-    ptxas = hits.get("ptxas_older_than")
-    for where, g in zip(ptxas.lines if ptxas else [], ptxas.groups if ptxas else [], strict=False):
+    for where, g in _found(hits, "ptxas_older_than"):
         have, need = g.get("have", ""), g.get("need", "")
         if have and need and _version_tuple(have) < _version_tuple(need):
             add("xla_ptxas_libdevice", 4.0, [where])
@@ -1205,6 +1200,12 @@ def _small_device_rule(
                 "supports has at least 2 GB, so most of it was held before it started.",
             )
             return
+
+
+def _found(hits: Mapping[str, _Hit], sid: str) -> list[tuple[tuple[str, int, str], dict[str, str]]]:
+    """Each evidence line a signature kept, with the parts it read there."""
+    hit = hits.get(sid)
+    return list(zip(hit.lines, hit.groups, strict=False)) if hit else []
 
 
 def _groups(hits: Mapping[str, _Hit], sid: str) -> list[dict[str, str]]:
