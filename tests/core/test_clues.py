@@ -533,17 +533,6 @@ def test_start_up_notices_of_a_run_that_got_on_with_its_work_blame_nothing(progr
         ("Ungültiger Maschinenbefehl (Speicherabzug geschrieben)", "cpu_instructions_unsupported"),
         ("[1]+  已杀死               python train.py", "host_oom"),
         ("./train.sh: Zeile 5: 31337 Getötet                 python train.py", "host_oom"),
-    ],
-    ids=["zh-sigill", "de-sigill", "zh-killed", "de-killed"],
-)
-def test_the_shell_saying_it_in_the_users_language(line: str, first: str) -> None:
-    """Chinese and German shells print glibc's translated signal names: same causes."""
-    assert ranked(line + "\n")[:1] == [first]
-
-
-@pytest.mark.parametrize(
-    ("line", "first"),
-    [
         (
             "ImportError: DLL load failed while importing _pywrap_tensorflow_internal: "
             "动态链接库(DLL)初始化例程失败。",
@@ -557,10 +546,14 @@ def test_the_shell_saying_it_in_the_users_language(line: str, first: str) -> Non
         ("ImportError: DLL load failed: 找不到指定的模块。", "missing_cuda_libs"),
         ("ImportError: DLL load failed: 找不到指定的程序。", "cuda_cudnn_version_mismatch"),
     ],
-    ids=["zh-init", "de-init", "zh-module", "zh-procedure"],
-)
-def test_windows_saying_it_in_the_users_language(line: str, first: str) -> None:
-    """Windows words its DLL errors in the system's language: same causes as in English."""
+    ids=[
+        "zh-sigill", "de-sigill", "zh-killed", "de-killed",
+        "zh-dll-init", "de-dll-init", "zh-dll-module", "zh-dll-procedure",
+    ],
+)  # fmt: skip
+def test_the_shell_and_windows_saying_it_in_the_users_language(line: str, first: str) -> None:
+    """Shells print glibc's translated signal names and Windows words its DLL errors in the
+    system's language: the same causes as in English."""
     assert ranked(line + "\n")[:1] == [first]
 
 
