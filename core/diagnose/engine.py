@@ -560,7 +560,15 @@ def _cpu_only_devices(hits: Mapping[str, _Hit]) -> bool:
     """The log lists TensorFlow's devices and none of them is a GPU."""
     devices = hits.get("device_list_entry")
     groups = devices.groups if devices else []
-    kinds = {g.get("kind") or g.get("phys") or g.get("mapped") or g.get("strategy") for g in groups}
+    kinds = {
+        g.get("kind")
+        or g.get("phys")
+        or g.get("mapped")
+        or g.get("strategy")
+        or g.get("listed")
+        or g.get("listed_gpu")
+        for g in groups
+    }
     return bool(kinds) and not kinds & {"GPU", "XLA_GPU"}
 
 

@@ -439,11 +439,71 @@ def test_no_cuda_compiler_next_to_a_missing_cuda_library_means_no_toolkit() -> N
         "    tf.config.experimental.set_memory_growth(physical_devices[0], True)\n"
         "IndexError: list index out of range\n",
         "bash: nvidia-smi: command not found\n",
+        "Default GPU Device: \n",
+        "Available devices: ['/device:CPU:0']\n",
+        "Built with CUDA: False\n",
+        "GPUs: []\n",
+        "No GPU devices found\n",
     ],
-    ids=["available-false", "tutorial-else", "mapping-cpu-only", "strategy-cpu", "gpus[0]", "smi"],
+    ids=[
+        "available-false",
+        "tutorial-else",
+        "mapping-cpu-only",
+        "strategy-cpu",
+        "gpus[0]",
+        "smi",
+        "gpu-device-name-empty",
+        "device-names-cpu-only",
+        "cpu-build",
+        "labelled-empty-list",
+        "none-found",
+    ],
 )
 def test_ways_a_log_says_tensorflow_has_no_gpu(log: str) -> None:
     assert ranked(log)[:1] == ["no_gpu_visible"]
+
+
+def test_a_gpu_named_or_a_cpu_set_in_code_is_not_a_missing_gpu() -> None:
+    assert ranked("Default GPU Device: /device:GPU:0\n") == []
+    assert ranked("Built with CUDA: True\n") == []
+    assert ranked("with tf.device('/device:CPU:0'):\n    x = tf.ones(3)\n") == []
+    both = "Available devices: ['/device:CPU:0', '/device:GPU:0']\n"
+    assert "no_gpu_visible" not in ranked(both)
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "Process finished with exit code 134 (interrupted by signal 6: SIGABRT)\n",
+        "zsh: segmentation fault  python train.py\n",
+        "subprocess.CalledProcessError: Command '['python', 'train.py']' returned non-zero exit "
+        "status -11.\n",
+        "The command '/bin/sh -c python test.py' returned a non-zero code: 139\n",
+    ],
+    ids=["pycharm-sigabrt", "zsh-segv", "subprocess-minus-11", "docker-build-139"],
+)
+def test_a_native_crash_however_the_parent_reports_it_gives_candidates(line: str) -> None:
+    """The same crash as 'Segmentation fault (core dumped)', only reported by the IDE, zsh,
+    subprocess or docker: the same low-confidence candidates, never silence."""
+    said = diagnose(line.encode()).causes
+    bash = diagnose(b"Segmentation fault (core dumped)\n").causes
+    assert [c.id for c in said] == [c.id for c in bash] and said
+    assert all(c.confidence <= 0.3 for c in said)
+
+
+def test_resource_exhausted_in_any_spelling_is_memory_but_a_grpc_size_limit_is_not() -> None:
+    for line in (
+        "W tensorflow/core/framework/op_kernel.cc:1733] RESOURCE_EXHAUSTED: failed to allocate "
+        "memory\n",
+        "W tensorflow/core/framework/op_kernel.cc:1192] Resource exhausted: failed to allocate "
+        "memory\n",
+    ):
+        assert ranked(line)[:1] == ["gpu_oom"]
+    grpc = (
+        "grpc._channel._Rendezvous: <_Rendezvous of RPC that terminated with "
+        "(StatusCode.RESOURCE_EXHAUSTED, Received message larger than max (5000000 vs. 4194304))>\n"
+    )
+    assert "gpu_oom" not in ranked(grpc)
 
 
 def test_a_device_mapping_with_a_gpu_is_not_a_missing_gpu() -> None:
