@@ -258,11 +258,32 @@ def test_a_late_sync_failure_alone_is_only_a_candidate() -> None:
          "pci bus id: 0000:00:01.0) with AMDGPU ISA gfx801. The minimum required AMDGPU ISA is "
          "gfx803.", "unsupported_gpu_arch"),
         ("tensorflow                1.15.0          eigen_py37h9f89a44_0  ", "no_gpu_visible"),
+        ("F tensorflow/core/platform/cpu_feature_guard.cc:37] The TensorFlow library was "
+         "compiled to use SSE4.1 instructions, but these aren't available on your machine.",
+         "cpu_instructions_unsupported"),
+        ("Exit code: 132", "cpu_instructions_unsupported"),
+        ("Container killed on request. Exit code is 137", "host_oom"),
+        ("[W 12:00:00.000 NotebookApp] Kernel 2b1e4c3d-8f5a-4e7b-9c1d-0a2b3c4d5e6f died, "
+         "removing from map.", "host_oom"),
+        ("RuntimeError: CUDA error: cudaErrorInsufficientDriver", "driver_too_old"),
+        ("tensorflow.python.framework.errors_impl.InternalError: cudaGetDevice() failed. "
+         "Status: initialization error", "driver_too_old"),
+        ("FileNotFoundError: [Errno 2] No such file or directory: 'ptxas'",
+         "xla_ptxas_libdevice"),
+        ("E tensorflow/stream_executor/cuda/cuda_dnn.cc:343] could not create cudnn handle: "
+         "CUDNN_STATUS_INTERNAL_ERROR", "gpu_memory_contention"),
+        ("2024-04-08 03:15:23.769735: F tensorflow/c/logging.cc:43] HRESULT failed with "
+         "0x887a0005: chunk->resource->Map(0, nullptr, &upload_heap_data)",
+         "gpu_watchdog_timeout"),
+        ("iteration 100, memory 1023.4 MB\niteration 200, memory 1180.2 MB\n"
+         "iteration 300, memory 1340.7 MB\niteration 400, memory 1502.3 MB", "memory_leak"),
     ],
     ids=["exclusive-mode", "xla-oom", "slurm-oom", "tf-self-check", "cudnn-symbol",
          "cudnn-version-tag", "tf0-cudnn", "dll-procedure", "op-on-absent-gpu", "lowercase-sigill",
          "libdevice-hlo", "ptxas-exit", "xla-cuda-dirs", "cudnn8-sublib", "ngc-no-driver",
-         "rocm-isa", "conda-cpu-build"],
+         "rocm-isa", "conda-cpu-build", "sse4.1-fatal", "exit-code-colon", "yarn-exit-is",
+         "notebook-kernel-died", "runtime-error-name", "runtime-init-error", "ptxas-file",
+         "tf1-lowercase-cudnn-handle", "directml-device-removed", "memory-without-colon"],
 )  # fmt: skip
 def test_more_wordings_of_known_causes(line: str, first: str) -> None:
     assert ranked(line)[:1] == [first]
