@@ -277,13 +277,21 @@ def test_a_late_sync_failure_alone_is_only_a_candidate() -> None:
          "gpu_watchdog_timeout"),
         ("iteration 100, memory 1023.4 MB\niteration 200, memory 1180.2 MB\n"
          "iteration 300, memory 1340.7 MB\niteration 400, memory 1502.3 MB", "memory_leak"),
+        ("Could not load symbol cublasGetSmCountTarget from libcublas.so.11. Error: "
+         "libcublas.so.11: undefined symbol: cublasGetSmCountTarget",
+         "cuda_cudnn_version_mismatch"),
+        ("F external/local_xla/xla/service/gpu/nvptx_compiler.cc:619] ptxas returned an error "
+         "during compilation of ptx to sass: 'INTERNAL: ptxas 12.3.103 has a bug that we think "
+         "can affect XLA. Please use a different version.'", "xla_ptxas_libdevice"),
+        ("TensorFlow 2.15.0\n[]\nWindows-10-10.0.22631-SP0", "no_gpu_visible"),
     ],
     ids=["exclusive-mode", "xla-oom", "slurm-oom", "tf-self-check", "cudnn-symbol",
          "cudnn-version-tag", "tf0-cudnn", "dll-procedure", "op-on-absent-gpu", "lowercase-sigill",
          "libdevice-hlo", "ptxas-exit", "xla-cuda-dirs", "cudnn8-sublib", "ngc-no-driver",
          "rocm-isa", "conda-cpu-build", "sse4.1-fatal", "exit-code-colon", "yarn-exit-is",
          "notebook-kernel-died", "runtime-error-name", "runtime-init-error", "ptxas-file",
-         "tf1-lowercase-cudnn-handle", "directml-device-removed", "memory-without-colon"],
+         "tf1-lowercase-cudnn-handle", "directml-device-removed", "memory-without-colon",
+         "cublas-symbol", "ptxas-known-bug", "platform-string-windows"],
 )  # fmt: skip
 def test_more_wordings_of_known_causes(line: str, first: str) -> None:
     assert ranked(line)[:1] == [first]
@@ -465,6 +473,12 @@ def test_no_cuda_compiler_next_to_a_missing_cuda_library_means_no_toolkit() -> N
         "Built with CUDA: False\n",
         "GPUs: []\n",
         "No GPU devices found\n",
+        "Found 0 GPU(s)\n",
+        "No GPU, using CPU\n",
+        " tensorflow.python.framework.errors_impl.InvalidArgumentError: Default MaxPoolingOp only "
+        "supports NHWC on device type CPU\n",
+        "UnimplementedError: The Conv2D op currently only supports the NHWC tensor format on the "
+        "CPU. The op was given the format: NCHW [Op:Conv2D]\n",
     ],
     ids=[
         "available-false",
@@ -478,6 +492,10 @@ def test_no_cuda_compiler_next_to_a_missing_cuda_library_means_no_toolkit() -> N
         "cpu-build",
         "labelled-empty-list",
         "none-found",
+        "found-zero",
+        "no-gpu-using-cpu",
+        "nchw-pool-on-cpu",
+        "nchw-conv-on-cpu",
     ],
 )
 def test_ways_a_log_says_tensorflow_has_no_gpu(log: str) -> None:
