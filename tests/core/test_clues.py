@@ -284,6 +284,9 @@ def test_a_late_sync_failure_alone_is_only_a_candidate() -> None:
          "during compilation of ptx to sass: 'INTERNAL: ptxas 12.3.103 has a bug that we think "
          "can affect XLA. Please use a different version.'", "xla_ptxas_libdevice"),
         ("TensorFlow 2.15.0\n[]\nWindows-10-10.0.22631-SP0", "no_gpu_visible"),
+        ("[1478401.486981] DMAR: [DMA Write] Request device [02:00.0] fault addr cd139000 "
+         "[fault reason 05] PTE Write access is not set", "illegal_memory_access_or_hw"),
+        ("Predicting affinities\nKilled \nroot@a46c6a45:/#", "host_oom"),
     ],
     ids=["exclusive-mode", "xla-oom", "slurm-oom", "tf-self-check", "cudnn-symbol",
          "cudnn-version-tag", "tf0-cudnn", "dll-procedure", "op-on-absent-gpu", "lowercase-sigill",
@@ -291,7 +294,8 @@ def test_a_late_sync_failure_alone_is_only_a_candidate() -> None:
          "rocm-isa", "conda-cpu-build", "sse4.1-fatal", "exit-code-colon", "yarn-exit-is",
          "notebook-kernel-died", "runtime-error-name", "runtime-init-error", "ptxas-file",
          "tf1-lowercase-cudnn-handle", "directml-device-removed", "memory-without-colon",
-         "cublas-symbol", "ptxas-known-bug", "platform-string-windows"],
+         "cublas-symbol", "ptxas-known-bug", "platform-string-windows", "iommu-dma-fault",
+         "killed-trailing-space"],
 )  # fmt: skip
 def test_more_wordings_of_known_causes(line: str, first: str) -> None:
     assert ranked(line)[:1] == [first]
@@ -528,6 +532,14 @@ def test_a_native_crash_however_the_parent_reports_it_gives_candidates(line: str
     bash = diagnose(b"Segmentation fault (core dumped)\n").causes
     assert [c.id for c in said] == [c.id for c in bash] and said
     assert all(c.confidence <= 0.3 for c in said)
+
+
+def test_a_huge_host_allocation_is_a_suspect_only_beside_a_failure() -> None:
+    alloc = "tcmalloc: large alloc 6457049088 bytes == 0x4e70000 @  0x7f0ddb5c3001 0x7f0dd8bf8b85\n"
+    assert ranked(alloc) == []  # it succeeded: a notice, not a failure
+    died = diagnose((alloc + "Segmentation fault (core dumped)\n").encode()).causes
+    assert died[0].id == "host_oom" and died[0].confidence <= 0.3
+    assert "6.0 GiB" in died[0].explanation
 
 
 def test_resource_exhausted_in_any_spelling_is_memory_but_a_grpc_size_limit_is_not() -> None:
