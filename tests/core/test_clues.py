@@ -287,6 +287,8 @@ def test_a_late_sync_failure_alone_is_only_a_candidate() -> None:
         ("[1478401.486981] DMAR: [DMA Write] Request device [02:00.0] fault addr cd139000 "
          "[fault reason 05] PTE Write access is not set", "illegal_memory_access_or_hw"),
         ("Predicting affinities\nKilled \nroot@a46c6a45:/#", "host_oom"),
+        ("tensorflow.python.framework.errors_impl.InternalError: cudaGetDevice() failed. Status: "
+         "cudaGetErrorString symbol not found.", "missing_cuda_libs"),
     ],
     ids=["exclusive-mode", "xla-oom", "slurm-oom", "tf-self-check", "cudnn-symbol",
          "cudnn-version-tag", "tf0-cudnn", "dll-procedure", "op-on-absent-gpu", "lowercase-sigill",
@@ -295,7 +297,7 @@ def test_a_late_sync_failure_alone_is_only_a_candidate() -> None:
          "notebook-kernel-died", "runtime-error-name", "runtime-init-error", "ptxas-file",
          "tf1-lowercase-cudnn-handle", "directml-device-removed", "memory-without-colon",
          "cublas-symbol", "ptxas-known-bug", "platform-string-windows", "iommu-dma-fault",
-         "killed-trailing-space"],
+         "killed-trailing-space", "cudart-stub-symbol"],
 )  # fmt: skip
 def test_more_wordings_of_known_causes(line: str, first: str) -> None:
     assert ranked(line)[:1] == [first]
