@@ -289,6 +289,10 @@ def test_a_late_sync_failure_alone_is_only_a_candidate() -> None:
         ("Predicting affinities\nKilled \nroot@a46c6a45:/#", "host_oom"),
         ("tensorflow.python.framework.errors_impl.InternalError: cudaGetDevice() failed. Status: "
          "cudaGetErrorString symbol not found.", "missing_cuda_libs"),
+        ("Could not locate cudnn_ops_infer64_8.dll. Please make sure it is in your library path!",
+         "missing_cuda_libs"),
+        ("E tensorflow/stream_executor/cuda/cuda_dnn.cc:1480] Unable to load cuDNN DSO",
+         "missing_cuda_libs"),
     ],
     ids=["exclusive-mode", "xla-oom", "slurm-oom", "tf-self-check", "cudnn-symbol",
          "cudnn-version-tag", "tf0-cudnn", "dll-procedure", "op-on-absent-gpu", "lowercase-sigill",
@@ -297,7 +301,8 @@ def test_a_late_sync_failure_alone_is_only_a_candidate() -> None:
          "notebook-kernel-died", "runtime-error-name", "runtime-init-error", "ptxas-file",
          "tf1-lowercase-cudnn-handle", "directml-device-removed", "memory-without-colon",
          "cublas-symbol", "ptxas-known-bug", "platform-string-windows", "iommu-dma-fault",
-         "killed-trailing-space", "cudart-stub-symbol"],
+         "killed-trailing-space", "cudart-stub-symbol", "cudnn-sublib-locate",
+         "tf1-cudnn-dso"],
 )  # fmt: skip
 def test_more_wordings_of_known_causes(line: str, first: str) -> None:
     assert ranked(line)[:1] == [first]
@@ -542,6 +547,17 @@ def test_a_huge_host_allocation_is_a_suspect_only_beside_a_failure() -> None:
     died = diagnose((alloc + "Segmentation fault (core dumped)\n").encode()).causes
     assert died[0].id == "host_oom" and died[0].confidence <= 0.3
     assert "6.0 GiB" in died[0].explanation
+
+
+def test_the_drivers_unknown_error_outside_cuinit_gives_candidates() -> None:
+    line = (
+        b"F tensorflow/stream_executor/lib/statusor.cc:34] Attempting to fetch value instead of "
+        b"handling error Internal: failed to get device attribute 13 for device 0: "
+        b"CUDA_ERROR_UNKNOWN: unknown error\n"
+    )
+    said = diagnose(line).causes
+    assert [c.id for c in said][:1] == ["driver_too_old"] and len(said) >= 2
+    assert all(c.confidence <= 0.3 for c in said)
 
 
 def test_resource_exhausted_in_any_spelling_is_memory_but_a_grpc_size_limit_is_not() -> None:
