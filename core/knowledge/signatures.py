@@ -55,6 +55,20 @@ class Signature:
     says: tuple[str, ...] = ()
 
 
+FRAGMENT_REF = re.compile(r"\{\{(\w+)\}\}")
+
+
+def _expand(text: str, fragments: dict[str, str], where: str) -> str:
+    """A pattern with each ``{{name}}`` replaced by the file's ``[fragment]`` of that name."""
+
+    def one(m: re.Match[str]) -> str:
+        if m.group(1) not in fragments:
+            raise KnowledgeError(f"{where}: no fragment {m.group(1)!r}")
+        return fragments[m.group(1)]
+
+    return FRAGMENT_REF.sub(one, text)
+
+
 def load_signatures(
     path: str | os.PathLike[str] = SIGNATURES_FILE, causes: Collection[str] | None = None
 ) -> tuple[Signature, ...]:
@@ -70,7 +84,8 @@ def load_signatures(
             missing from a matching example (the prefilter would never find it).
     """
     known = causes_mod.causes() if causes is None else causes
-    top = Row(read_toml(path), str(path), {"signature"})
+    top = Row(read_toml(path), str(path), {"signature", "fragment"})
+    fragments = dict(top.str_table("fragment"))
     out: list[Signature] = []
     seen: set[str] = set()
     for i, raw in enumerate(top.tables("signature"), 1):
@@ -81,8 +96,12 @@ def load_signatures(
         anchors = row.str_or_list("anchor")
         if not anchors:
             raise KnowledgeError(f"{where}: no anchor")
-        parts = {name: row.regex(f"parts.{name}", text) for name, text in row.str_table("parts")}
+        parts = {
+            name: row.regex(f"parts.{name}", _expand(text, fragments, where))
+            for name, text in row.str_table("parts")
+        }
         text = row.opt_str("pattern")
+        text = None if text is None else _expand(text, fragments, where)
         if text is None and not parts:
             raise KnowledgeError(f"{where}: no pattern")
         alternatives = [p.pattern for p in parts.values()] + ([text] if text else [])

@@ -286,10 +286,17 @@ def test_signature_file_validation(tmp_path: Path) -> None:
         "bad pattern": good.replace('pattern = "boom"', 'pattern = "(boom"'),
         "no anchor in example": good.replace('anchor = "boom"', 'anchor = "bang"'),
         r"unknown field\(s\) colour": good + 'colour = "red"\n',
+        "no fragment 'loud'": good.replace('pattern = "boom"', 'pattern = "{{loud}}"'),
     }
     for what, text in bad.items():
         with pytest.raises(KnowledgeError, match=what):
             engine.load_signatures(_write(tmp_path, "bad.toml", text))
+    # a fragment is written once and named in any pattern
+    shared = '[fragment]\nloud = "bo+m"\n' + good.replace(
+        'pattern = "boom"', 'pattern = "a {{loud}}"'
+    )
+    (sig,) = engine.load_signatures(_write(tmp_path, "fragment.toml", shared))
+    assert sig.pattern.search("a booooom") and not sig.pattern.search("a bm")
 
 
 def test_cli_diagnose_stdin_json_and_bad_input(tmp_path: Path) -> None:
