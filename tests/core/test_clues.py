@@ -718,3 +718,56 @@ def test_no_ptxas_on_the_path_is_xla_tooling_except_as_windows_routine_notice() 
         "will be only logged once.\n"
     )
     assert ranked(windows) == []
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "error: Command 'python train.py' died with <Signals.SIGKILL: 9>.",
+        "The exit codes of the workers are {SIGKILL(-9)}",
+        "Container killed by YARN for exceeding memory limits. 10.4 GB of 10 GB physical memory "
+        "used.",
+        "The node was low on resource: memory. Container tensorflow was using 15Gi, which exceeds "
+        "its request of 8Gi.",
+        "WARNING: The job was killed because it exceeded the memory limit",
+    ],
+    ids=["python-subprocess", "joblib", "yarn", "kubelet", "job-runner"],
+)
+def test_a_job_killed_for_its_memory_however_the_runner_says_it_is_host_ram(line: str) -> None:
+    assert ranked(line)[:1] == ["host_oom"]
+
+
+def test_a_job_killed_over_a_gpu_memory_limit_is_not_host_ram() -> None:
+    assert "host_oom" not in ranked("Process killed: exceeded GPU memory limit")
+
+
+def test_a_cuda_symbol_looked_up_in_tensorflows_own_module_means_the_library_never_loaded() -> None:
+    not_loaded = (
+        "I tensorflow/stream_executor/dso_loader.cc:126] Couldn't open CUDA library libcudnn.so.5."
+        " LD_LIBRARY_PATH: /usr/local/cuda/lib64\n"
+        "F tensorflow/stream_executor/cuda/cuda_dnn.cc:221] Check failed: s.ok() could not find "
+        "cudnnCreate in cudnn DSO; dlerror: /usr/lib/python3.5/site-packages/tensorflow/python/"
+        "_pywrap_tensorflow.so: undefined symbol: cudnnCreate\n"
+    )
+    assert ranked(not_loaded)[:1] == ["missing_cuda_libs"]
+    # found, but another cuDNN: the library itself lacks the function
+    other = (
+        "F tensorflow/stream_executor/cuda/cuda_dnn.cc:222] Check failed: s.ok() could not find "
+        "cudnnCreate in cudnn DSO; dlerror: /usr/local/cuda/lib64/libcudnn.so.5: undefined "
+        "symbol: cudnnCreate\n"
+    )
+    assert ranked(other)[:1] == ["cuda_cudnn_version_mismatch"]
+
+
+def test_tf1_fatal_dlopen_of_a_cuda_library_is_a_library_that_did_not_load() -> None:
+    line = (
+        "2018-05-01 F tensorflow/stream_executor/lib/statusor.cc:34] Attempting to fetch value "
+        "instead of handling error Failed precondition: could not dlopen DSO: cupti64_90.dll; "
+        "dlerror: cupti64_90.dll not found\n"
+    )
+    assert set(ranked(line)[:2]) == {"missing_cuda_libs", "cuda_cudnn_version_mismatch"}
+
+
+def test_pytorchs_driver_too_old_sentence_in_a_mixed_log_is_the_driver() -> None:
+    line = "The NVIDIA driver on your system is too old (found version 11040).\n"
+    assert ranked(line)[:1] == ["driver_too_old"]
