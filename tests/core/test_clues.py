@@ -771,3 +771,23 @@ def test_tf1_fatal_dlopen_of_a_cuda_library_is_a_library_that_did_not_load() -> 
 def test_pytorchs_driver_too_old_sentence_in_a_mixed_log_is_the_driver() -> None:
     line = "The NVIDIA driver on your system is too old (found version 11040).\n"
     assert ranked(line)[:1] == ["driver_too_old"]
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "2021-06-01T10:00:00.0000000Z Killed",
+        "2023-01-01 10:00:00,123 - train - ERROR - Killed",
+        "[stderr] Killed",
+        "[1,0]<stderr>:Killed",
+    ],
+    ids=["ci-timestamp", "logging-dashes", "stream-tag", "mpirun"],
+)
+def test_the_shells_killed_behind_a_runners_prefix_is_host_ram(line: str) -> None:
+    assert ranked(line)[:1] == ["host_oom"]
+
+
+@pytest.mark.parametrize("code", ["-1073740940 (0xC0000374)", "-1073741571 (0xC00000FD)"])
+def test_a_windows_native_crash_code_gives_candidates_not_silence(code: str) -> None:
+    causes = diagnose(f"Process finished with exit code {code}\n".encode()).causes
+    assert 1 <= len(causes) <= 3 and all(c.confidence < 0.5 for c in causes)
