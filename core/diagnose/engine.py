@@ -446,7 +446,7 @@ def _reading(value: str, unit: str) -> float | None:
         return None
 
 
-MEMORY_SERIES = ("memory_reading", "memory_figure", "memory_in_use")
+MEMORY_SERIES = ("memory_reading", "memory_figure", "memory_in_use", "live_tensor_count")
 
 
 def _series_rules(
@@ -454,10 +454,24 @@ def _series_rules(
     add: Any,
     notes: dict[str, list[str]],
 ) -> None:
-    """Readings that keep growing: memory measured after step after step is a leak."""
+    """Readings that keep growing: memory measured after step after step is a leak. A reading
+    below the first of its run starts another run (a restart, the run after a fix): each run
+    is judged alone."""
     for sid in MEMORY_SERIES:
-        if _leak_in(series.get(sid) or [], add, notes):
-            return
+        for run in _runs(series.get(sid) or []):
+            if _leak_in(run, add, notes):
+                return
+
+
+def _runs(
+    readings: list[tuple[tuple[str, int, str], float]],
+) -> list[list[tuple[tuple[str, int, str], float]]]:
+    runs: list[list[tuple[tuple[str, int, str], float]]] = []
+    for reading in readings:
+        if not runs or reading[1] < runs[-1][0][1]:
+            runs.append([])
+        runs[-1].append(reading)
+    return runs
 
 
 def _leak_in(
@@ -584,6 +598,9 @@ def _noter(notes: dict[str, list[str]]) -> Callable[[str, str], None]:
 
 def _version_tuple(text: str) -> tuple[int, ...]:
     return tuple(int(p) for p in re.findall(r"\d+", text)[:3])
+
+
+GPU_ANSWER_LINES = 6  # how far below the question its answer may be printed
 
 
 def _context_rules(
@@ -846,11 +863,12 @@ def _context_rules(
             "The CPU's flags list no avx: TensorFlow's prebuilt binaries (1.6 and later) need it.",
         )
 
-    # The user asked for the GPUs and the answer, on one of the next lines, was empty.
+    # The user asked for the GPUs and the answer, a few lines on, was empty (a cell's outputs
+    # come in its statements' order: a version printed first, a "returns:" typed between).
     asked, empty = hits.get("gpu_query"), hits.get("gpu_list_empty")
     if asked and empty:
         for src, n, text in empty.lines:
-            if any(s == src and 0 < n - m <= 2 for s, m, _ in asked.lines):
+            if any(s == src and 0 < n - m <= GPU_ANSWER_LINES for s, m, _ in asked.lines):
                 add("no_gpu_visible", symptom_weight, [*asked.lines[:1], (src, n, text)])
                 note("no_gpu_visible", "Asked for its GPUs, TensorFlow answered with none.")
                 break
@@ -917,6 +935,8 @@ def _context_rules(
         add("gpu_oom", -4.0)
         add("host_oom", 4.0, tensor.lines)
         note("host_oom", "The failed allocation was on the CPU device: host RAM ran out.")
+
+    _initializer_oom_rule(hits, add, note)
 
     # BFC out-of-memory: the request size and the other clues tell the three causes apart.
     # cuDNN/cuBLAS handle failures plus a small device: someone else had the memory.
@@ -1065,6 +1085,49 @@ def _bfc_rules(
         note("gpu_oom", f"A single tensor needed {biggest / 2**30:.2f} GiB.")
 
 
+INITIALIZER_OOM_LINES = 3  # the node line follows the error within this many lines
+INITIALIZER_OOM_MAX_BYTES = 1 << 30  # a weight this big may simply not fit the card
+
+
+def _initializer_oom(
+    hits: Mapping[str, _Hit],
+) -> tuple[tuple[str, int, str], tuple[str, int, str], int] | None:
+    """An out-of-memory error while a variable got its first value (TF 1.x's initializers,
+    TF 2.x's random weights), with a weight well under any card: the error line, the op's line
+    and the weight's size (0: not stated). Only for an error without the allocator's numbers,
+    which tell for themselves."""
+    tensor, init = hits.get("oom_allocating_tensor"), hits.get("oom_at_initializer")
+    if tensor is None or init is None or "bfc_oom" in hits or "bfc_dump" in hits:
+        return None
+    for (src, n, text), groups in zip(tensor.lines, tensor.groups, strict=False):
+        at = [ln for ln in init.lines if ln[0] == src and 0 <= ln[1] - n <= INITIALIZER_OOM_LINES]
+        if not at or "device:CPU" in text:
+            continue
+        dims = [int(d) for d in re.findall(r"\d+", groups.get("shape") or "")]
+        size = math.prod(dims) * 4 if dims else 0  # float32, the weights' usual type
+        if size < INITIALIZER_OOM_MAX_BYTES:
+            return (src, n, text), at[0], size
+    return None
+
+
+def _initializer_oom_rule(hits: Mapping[str, _Hit], add: Any, note: Any) -> None:
+    """The model was still being built and nothing of the run had used the GPU yet: a weight
+    not fitting then means the memory was already taken (another process, a notebook still
+    holding TensorFlow's grab-all pool)."""
+    found = _initializer_oom(hits)
+    if found is None:
+        return
+    error, op, size = found
+    add("gpu_memory_contention", 3.3, [error, op])
+    what = f" ({format_size(size)})" if size else ""
+    note(
+        "gpu_memory_contention",
+        f"The allocation that failed{what} was a weight getting its first value, before "
+        "training began: the GPU's memory was already taken. Check nvidia-smi for other "
+        "processes (another notebook holding TensorFlow's memory).",
+    )
+
+
 # an allocation of the workload that failed: its own OOM unless something else held the memory
 # (the device refusing memory to the allocator or a context, CUDA_ERROR_OUT_OF_MEMORY alone, is
 # not one: the GPU was full before the model asked)
@@ -1111,6 +1174,9 @@ def _holders(hits: Mapping[str, _Hit], facts: Facts | None) -> list[tuple[str, i
     )
     of("device_init_out_of_memory", lambda g: True)
     of("devices_busy", lambda g: True)
+    initializer = _initializer_oom(hits)
+    if initializer is not None:
+        lines.append(initializer[1])
     sizes = {g.get("which"): _mib(g.get("size"), "") for g in _groups(hits, "tf1_memory_lines")}
     if sizes.get("Free") and sizes.get("Total") and sizes["Free"] < 0.5 * sizes["Total"]:
         lines += hits["tf1_memory_lines"].lines[:2]
@@ -1149,6 +1215,7 @@ _HELD_AT_START = (
     "created_device_memory",
     "device_init_out_of_memory",
     "devices_busy",
+    "oom_at_initializer",
 )
 SMALL_DEVICE_MB = 1000  # with the card's size unknown: below this, most of any card was taken
 

@@ -791,3 +791,46 @@ def test_the_shells_killed_behind_a_runners_prefix_is_host_ram(line: str) -> Non
 def test_a_windows_native_crash_code_gives_candidates_not_silence(code: str) -> None:
     causes = diagnose(f"Process finished with exit code {code}\n".encode()).causes
     assert 1 <= len(causes) <= 3 and all(c.confidence < 0.5 for c in causes)
+
+
+def test_an_oom_while_weights_get_their_first_value_is_memory_already_taken() -> None:
+    tf1 = (
+        "ResourceExhaustedError (see above for traceback): OOM when allocating tensor of shape "
+        "[1024] and type float\n"
+        '\t [[Node: conv6/biases/Adam/Initializer/zeros = Const[dtype=DT_FLOAT, _device="/job:'
+        'localhost/replica:0/task:0/gpu:0"]()]]\n'
+    )
+    tf2 = (
+        "ResourceExhaustedError: OOM when allocating tensor with shape[25088,4096] and type float"
+        " on /job:localhost/replica:0/task:0/device:GPU:0 by allocator GPU_0_bfc [Op:RandomUniform]"
+        "\n"
+    )
+    for log in (tf1, tf2):
+        got = diagnose(log.encode()).causes
+        assert [c.id for c in got][:2] == ["gpu_memory_contention", "gpu_oom"]
+        assert "before training began" in got[0].explanation
+    # the same error in a training step, or a weight bigger than many cards: the workload's own
+    step = tf2.replace("[Op:RandomUniform]", "[Op:Conv2D]")
+    huge = (
+        "ResourceExhaustedError: OOM when allocating tensor with shape[850441924,11,3] and type "
+        "float\n\t [[{{node emb/Initializer/random_uniform}}]]\n"
+    )
+    assert ranked(step)[:1] == ranked(huge)[:1] == ["gpu_oom"]
+
+
+def test_a_gpu_question_answered_a_few_output_lines_later_is_still_no_gpu() -> None:
+    cell = (
+        "import tensorflow as tf\nprint(tf.__version__)\ntf.test.is_gpu_available()\n\n"
+        "returns:\n\n1.15.0\nFalse\n"
+    )
+    assert ranked(cell)[:1] == ["no_gpu_visible"]
+
+
+def test_live_tensors_growing_call_after_call_is_a_leak_even_with_the_fixed_run_after() -> None:
+    before = "".join(
+        f"{{unreliable: false, numTensors: {32 + 6 * i}, numDataBuffers: {22 + 4 * i}}}\n"
+        for i in range(8)
+    )
+    after = "{unreliable: false, numTensors: 26, numDataBuffers: 18}\n" * 3
+    assert ranked(before + after)[:1] == ["memory_leak"]
+    assert ranked(after * 3) == []
