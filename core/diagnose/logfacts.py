@@ -73,6 +73,7 @@ class Stated:
     cc_newest: str | None = None  # of several GPUs, the one TensorFlow would be likeliest to use
     cc_newest_line: Line | None = None
     gpu_created: bool = False  # TensorFlow created a GPU device: the GPU it has is supported
+    runs_cuda: tuple[Line, str] | None = None  # a CUDA runtime / cuBLAS it loaded: (line, lib)
 
 
 def read_stated(
@@ -112,7 +113,13 @@ def read_stated(
         if d and cudnn is None:
             cudnn = (ln, int(d[0]))
     newest = max(ccs, key=lambda lc: parse_cc(lc[1]) or (0, 0), default=None)
+    loaded = [
+        (ln, g["lib"])
+        for ln, g in hits("cuda_lib_opened")
+        if g.get("lib") and _BUILD_CUDA_LIB.search(g["lib"]) and cuda_soname(g["lib"])
+    ]
     return Stated(
+        runs_cuda=loaded[0] if loaded else None,
         cuda=cuda[1] if cuda else None,
         cuda_line=cuda[0] if cuda else None,
         cudnn=cudnn[1] if cudnn else None,
@@ -132,6 +139,8 @@ def read_stated(
     )
 
 
+# the libraries whose file name carries the CUDA release the build was made with
+_BUILD_CUDA_LIB = re.compile(r"(?i)cudart|cublas(?!lt)")
 _CUDA_KEYS = ("cuda", "cuda_conda", "cuda_path", "cuda_win", "cuda_tpl", "cuda_banner")
 _CUDNN_KEYS = ("cudnn_tpl", "cudnn_conda", "cudnn_pip", "cudnn_apt", "cudnn_ver")
 
@@ -189,6 +198,7 @@ def fact_rules(
         return  # a broken install: the signatures still work without the tables
     _installed_rules(stated, add, note)
     _driver_for_wanted(stated, compat, add, note)
+    _cuda_older_than_gpu(stated, compat, add, note)
     tf = stated.tf_version
     if tf is None:
         _cc_without_version(stated, add, note)
@@ -246,6 +256,37 @@ def fact_rules(
                 f"The NVIDIA driver is {stated.driver}; TensorFlow {tf} is built for CUDA "
                 f"{req.cuda_version}, which needs driver {req.minimum} or newer.",
             )
+
+
+def _cuda_older_than_gpu(
+    stated: Stated,
+    compat: Compat,
+    add: Callable[[str, float, list[Line]], None],
+    note: Callable[[str, str], None],
+) -> None:
+    """A GPU newer than the CUDA this TensorFlow runs on: that CUDA's libraries (cuBLAS, cuDNN)
+    have no code for it (an RTX 30 card under a CUDA 10 build, an RTX 50 under CUDA 11)."""
+    if stated.runs_cuda is None or stated.cc_newest is None:
+        return
+    line, lib = stated.runs_cuda
+    want = cuda_soname(lib)
+    first = compat.first_cuda_for_cc(stated.cc_newest)
+    if want is None or first is None:
+        return
+    need = tuple(int(p) for p in first[0].split("."))
+    # from CUDA 11 on the file name carries the major only (libcudart.so.11.0 is every 11.x)
+    have = (want[0], want[1] or 0) if want[0] <= 10 else (want[0],)
+    if have >= need[: len(have)]:
+        return
+    where = [line, stated.cc_newest_line] if stated.cc_newest_line else [line]
+    add("unsupported_gpu_arch", 3.5, where)
+    runs = f"{want[0]}.{want[1] or 0}" if want[0] <= 10 else f"{want[0]}.x"
+    note(
+        "unsupported_gpu_arch",
+        f"The GPU has compute capability {stated.cc_newest} ({first[1]}), which needs CUDA "
+        f"{first[0]} or newer; this TensorFlow runs on CUDA {runs} ({lib}), whose libraries "
+        "have no code for it. Use a TensorFlow built for a newer CUDA.",
+    )
 
 
 def _driver_for_wanted(

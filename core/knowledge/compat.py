@@ -35,6 +35,10 @@ Platform = Literal["linux", "windows", "wsl"]
 # --------------------------------------------------------------------------------------------
 
 
+def _version_key(v: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in v.split("."))
+
+
 class Compat:
     """The loaded, validated knowledge base. Build it with :func:`load` or :func:`load_from`.
 
@@ -395,6 +399,33 @@ class Compat:
         """
         arch = self._arch_by_cc.get(cc.strip())
         return None if arch is None else arch.name
+
+    def first_cuda_for_cc(self, cc: str) -> tuple[str, str] | None:
+        """The oldest CUDA toolkit whose libraries can run native code on a compute capability,
+        with the architecture's name: ``'8.6'`` -> ``('11.0', 'Ampere')``.
+
+        By the cubin rule a GPU runs code built for its own major at a minor at or below its
+        own, so the first toolkit of any such architecture counts (``'8.9'`` -> 11.0).
+
+        Args:
+            cc: ``'X.Y'``.
+
+        Returns:
+            (CUDA version, architecture name), or None for a CC the table does not list.
+        """
+        key = parse_cc(cc.strip())
+        arch = self._arch_by_cc.get(cc.strip())
+        if key is None or arch is None:
+            return None
+        firsts = [
+            a.first_cuda
+            for a in self.architectures
+            for c in a.ccs
+            if a.first_cuda and (k := parse_cc(c)) is not None and k[0] == key[0] and k <= key
+        ]
+        if not firsts:
+            return None
+        return min(firsts, key=_version_key), arch.name
 
     # ---- environment variables -------------------------------------------------------------
 

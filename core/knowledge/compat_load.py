@@ -259,7 +259,11 @@ def _parse_architectures(rows: list[Any], origin: str) -> list[Architecture]:
     archs: list[Architecture] = []
     seen: dict[str, str] = {}
     for i, raw in enumerate(rows, 1):
-        row = Row(raw, f"{origin}: [[architecture]] #{i}", {"ccs", "name", "products", "source"})
+        row = Row(
+            raw,
+            f"{origin}: [[architecture]] #{i}",
+            {"ccs", "name", "products", "first_cuda", "source"},
+        )
         name = row.req_str("name")
         ccs = row.cc_list("ccs")
         if not ccs:
@@ -269,7 +273,13 @@ def _parse_architectures(rows: list[Any], origin: str) -> list[Architecture]:
                 raise KnowledgeError(f"{row.where}: CC {cc} already belongs to {seen[cc]}")
             seen[cc] = name
         archs.append(
-            Architecture(ccs=ccs, name=name, products=row.opt_str("products"), source=row.source())
+            Architecture(
+                ccs=ccs,
+                name=name,
+                products=row.opt_str("products"),
+                first_cuda=row.opt_str("first_cuda", pattern=CUDA_RE),
+                source=row.source(),
+            )
         )
     return archs
 

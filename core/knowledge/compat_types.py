@@ -112,6 +112,7 @@ class Architecture:
     name: str
     products: str | None
     source: str
+    first_cuda: str | None = None  # the first CUDA toolkit that builds code for it ("11.0")
 
 
 @dataclass(frozen=True)

@@ -834,3 +834,26 @@ def test_live_tensors_growing_call_after_call_is_a_leak_even_with_the_fixed_run_
     after = "{unreliable: false, numTensors: 26, numDataBuffers: 18}\n" * 3
     assert ranked(before + after)[:1] == ["memory_leak"]
     assert ranked(after * 3) == []
+
+
+def _gpu_under_cuda(cc: str, lib: str) -> str:
+    return (
+        "I tensorflow/core/common_runtime/gpu/gpu_device.cc:1555] Found device 0 with properties:"
+        f"\npciBusID: 0000:01:00.0 name: NVIDIA GPU computeCapability: {cc}\n"
+        "I tensorflow/stream_executor/platform/default/dso_loader.cc:48] Successfully opened "
+        f"dynamic library {lib}\n"
+        "E tensorflow/stream_executor/cuda/cuda_blas.cc:428] failed to run cuBLAS routine: "
+        "CUBLAS_STATUS_EXECUTION_FAILED\n"
+        "InternalError: Blas GEMM launch failed : a.shape=(32, 784), b.shape=(784, 128), m=32, "
+        "n=128, k=784\n"
+    )
+
+
+def test_a_gpu_newer_than_the_cuda_tensorflow_runs_on_is_an_unsupported_gpu() -> None:
+    ampere_on_cuda10 = diagnose(_gpu_under_cuda("8.6", "libcudart.so.10.1").encode()).causes
+    assert ampere_on_cuda10[0].id == "unsupported_gpu_arch"
+    assert "needs CUDA 11.0 or newer" in ampere_on_cuda10[0].explanation
+    assert ranked(_gpu_under_cuda("12.0", "cudart64_110.dll"))[:1] == ["unsupported_gpu_arch"]
+    # the same failure with a CUDA that knows the GPU is something else
+    assert "unsupported_gpu_arch" not in ranked(_gpu_under_cuda("8.6", "libcudart.so.11.0"))
+    assert "unsupported_gpu_arch" not in ranked(_gpu_under_cuda("7.5", "libcudart.so.10.1"))

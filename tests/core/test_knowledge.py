@@ -512,6 +512,23 @@ def test_architecture(compat: Compat, cc: str, arch: str | None) -> None:
     assert compat.architecture(cc) == arch
 
 
+@pytest.mark.parametrize(
+    ("cc", "first"),
+    [
+        ("8.6", ("11.0", "Ampere")),  # NVIDIA's matrix (a secondary copy says 11.1)
+        ("8.9", ("11.0", "Ada Lovelace")),  # sm_80 code runs on 8.9: CUDA 11.0 serves it
+        ("9.0", ("11.8", "Hopper")),
+        ("12.0", ("12.8", "Blackwell")),
+        ("7.5", ("9.0", "Turing")),  # Volta's sm_70 code runs on Turing
+        ("4.0", None),
+    ],
+)
+def test_first_cuda_that_has_code_for_a_gpu(
+    compat: Compat, cc: str, first: tuple[str, str] | None
+) -> None:
+    assert compat.first_cuda_for_cc(cc) == first
+
+
 # ------------------------------------------------------------------------------------------
 # Environment variables
 # ------------------------------------------------------------------------------------------
