@@ -122,7 +122,9 @@ class Diagnoser:
         first_strong = n_active + LISTING_TRIGGERS
         line_start, line_end = -1, -1
         line_anchors: list[str] = []
-        for idx, at, _end in self._matcher.find_matches_as_indexes(raw, overlapping=True):
+        # a paste's last line may lack its line break: anchors that end a line ("AVX\n") see one
+        scan = raw if raw.endswith(b"\n") else raw + b"\n"
+        for idx, at, _end in self._matcher.find_matches_as_indexes(scan, overlapping=True):
             if not line_start <= at < line_end:
                 if line_anchors:
                     self._examine(chunk, line_start, line_end, line_anchors)

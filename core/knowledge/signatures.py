@@ -118,7 +118,7 @@ def load_signatures(
         for ex in examples:
             if not pattern.search(ex):
                 raise KnowledgeError(f"{where}: does not match its example {ex!r}")
-            if not any(a in ex for a in anchors):
+            if not any(a in ex + "\n" for a in anchors):  # a line, as the engine sees it
                 raise KnowledgeError(f"{where}: no anchor in example {ex!r}")
         for ex in counter:
             if pattern.search(ex):
