@@ -11,6 +11,12 @@ TF_CPU := $(VENV)/opt/tensorflow-cpu
 X_LIBS := libxcb-cursor0 libxcb-icccm4 libxcb-image0 libxcb-keysyms1 libxcb-randr0 \
 	libxcb-render-util0 libxcb-shape0 libxcb-xfixes0 libxcb-xkb1 libxcb-sync1 \
 	libxkbcommon-x11-0 libegl1 libgl1 libfontconfig1 libdbus-1-3 libglib2.0-0
+# the libraries those packages give, one each: any missing means install them all (an image can
+# hold some of them, pulled in by something else)
+X_SONAMES := libxcb-cursor.so.0 libxcb-icccm.so.4 libxcb-image.so.0 libxcb-keysyms.so.1 \
+	libxcb-randr.so.0 libxcb-render-util.so.0 libxcb-shape.so.0 libxcb-xfixes.so.0 libxcb-xkb.so.1 \
+	libxcb-sync.so.1 libxkbcommon-x11.so.0 libEGL.so.1 libGL.so.1 libfontconfig.so.1 \
+	libdbus-1.so.3 libglib-2.0.so.0
 
 .PHONY: app test test-fast setup lint perf clean bundle
 
@@ -36,7 +42,9 @@ $(DEV_STAMP): $(APP_STAMP)
 	@pkgs=""; command -v strace >/dev/null || pkgs="strace"; \
 	command -v Xvfb >/dev/null || pkgs="$$pkgs xvfb"; \
 	command -v chromium >/dev/null || pkgs="$$pkgs chromium"; \
-	ldconfig -p | grep -q 'libxcb-cursor.so.0 ' || pkgs="$$pkgs $(X_LIBS)"; \
+	for so in $(X_SONAMES); do \
+		ldconfig -p | grep -q "$$so " || { pkgs="$$pkgs $(X_LIBS)"; break; }; \
+	done; \
 	fc-list 2>/dev/null | grep -qi dejavu || pkgs="$$pkgs fonts-dejavu-core"; \
 	if [ -n "$$pkgs" ]; then \
 		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \

@@ -456,11 +456,13 @@ def _series_rules(
     add: Any,
     notes: dict[str, list[str]],
 ) -> None:
-    """Readings that keep growing: memory measured after step after step is a leak. A reading
-    below the first of its run starts another run (a restart, the run after a fix): each run
-    is judged alone."""
+    """Readings that keep growing: memory measured after step after step is a leak. Then, a
+    reading below the first of its run starting another run (a restart, the run after a fix),
+    each run judged alone."""
     for sid in MEMORY_SERIES:
-        for run in _runs(series.get(sid) or []):
+        readings = series.get(sid) or []
+        runs = _runs(readings)
+        for run in [readings, *runs] if len(runs) > 1 else [readings]:
             if _leak_in(run, add, notes):
                 return
 

@@ -857,3 +857,61 @@ def test_a_gpu_newer_than_the_cuda_tensorflow_runs_on_is_an_unsupported_gpu() ->
     # the same failure with a CUDA that knows the GPU is something else
     assert "unsupported_gpu_arch" not in ranked(_gpu_under_cuda("8.6", "libcudart.so.11.0"))
     assert "unsupported_gpu_arch" not in ranked(_gpu_under_cuda("7.5", "libcudart.so.10.1"))
+
+
+@pytest.mark.parametrize(
+    ("log", "first"),
+    [
+        (
+            "Intel MKL FATAL ERROR: This system does not meet the minimum requirements for use of "
+            "the Intel(R) Math Kernel Library.\nThe processor must support the Intel(R) Advanced "
+            "Vector Extensions (Intel(R) AVX) instructions.\n",
+            "cpu_instructions_unsupported",
+        ),
+        ("I'm on a Celeron N4000 with no AVX.", "cpu_instructions_unsupported"),
+        (
+            "Faulting application name: python.exe\nException code: c000001d\n",
+            "cpu_instructions_unsupported",
+        ),
+        ("AssertionError: Torch not compiled with CUDA enabled\n", "no_gpu_visible"),
+        (
+            "An NVIDIA GPU may be present on this machine, but a CUDA-enabled jaxlib is not "
+            "installed. Falling back to cpu.\n",
+            "no_gpu_visible",
+        ),
+        (">>> torch.cuda.is_available()\nFalse\n", "no_gpu_visible"),
+    ],
+    ids=[
+        "mkl-requirements",
+        "cpu-family-prose",
+        "windows-error-report",
+        "torch-cpu",
+        "jax-cpu",
+        "torch-question",
+    ],
+)
+def test_what_neighbouring_libraries_say_about_the_cpu_and_the_gpu(log: str, first: str) -> None:
+    assert ranked(log)[:1] == [first]
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "[12345.678] Killed process 4567 (python) total-vm:30000000kB, anon-rss:15000000kB, "
+        "file-rss:0kB",
+        "RuntimeError: [enforce fail at alloc_cpu.cpp:75] . DefaultCPUAllocator: not enough "
+        "memory: you tried to allocate 8589934592 bytes.",
+        "ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on memory.",
+        "The process has been terminated because it ran out of memory",
+        "RuntimeError: DataLoader worker (pid 1234) is killed by signal: Killed.",
+    ],
+    ids=["dmesg-kill-line-alone", "torch-cpu-allocator", "ray", "runner", "torch-worker"],
+)
+def test_host_memory_running_out_in_the_words_of_the_kernel_and_other_frameworks(
+    line: str,
+) -> None:
+    assert ranked(line)[:1] == ["host_oom"]
+
+
+def test_a_process_terminated_for_cuda_memory_is_not_host_ram() -> None:
+    assert "host_oom" not in ranked("Process terminated: CUDA ran out of memory\n")
