@@ -15,7 +15,7 @@ from PySide6.QtCore import QCoreApplication, QEvent, QSocketNotifier, QTimer
 from PySide6.QtGui import QImage
 from PySide6.QtWidgets import QApplication
 
-from tfdoctor.gui import assets, platform_check, theme
+from tfdoctor.gui import assets, collector, platform_check, theme
 from tfdoctor.gui.main_window import MainWindow
 
 log = logging.getLogger(__name__)
@@ -37,6 +37,7 @@ def setup_application(app: QApplication) -> None:
     if hasattr(hints, "colorSchemeChanged"):  # "system": light/dark follows the desktop, live
         hints.colorSchemeChanged.connect(lambda _scheme: theme.follow_desktop(app))
     theme.install_wheel_guard(app)
+    collector.install(app)  # before any worker thread starts: Qt objects die on this thread
 
 
 def render_check(window: MainWindow) -> bool:
