@@ -431,8 +431,10 @@ def _plain_python_error(
         sig = by_id[sid]
         if sid in _STARTUP_NOTICES or sig.noise or sid in ("python_user_error", "python_traceback"):
             continue
-        if sig.role in ("failure", "error_class") or any(w > 0 for w in sig.causes.values()):
-            return None
+        if sig.role in ("failure", "error_class", "gpu_query") or any(
+            w > 0 for w in sig.causes.values()
+        ):
+            return None  # a failure of its own, or the program was asking for its GPU
     return hit.lines[-1]
 
 
@@ -658,6 +660,7 @@ def _context_rules(
                 and want[1] is not None
                 and want[0] <= 10
                 and TOOLKIT_LIB.search(lib)
+                and "cupti" not in lib.lower()  # CUPTI lives off the loader path (extras/)
             ):
                 # Up to CUDA 10 the file name carries the minor too (libcudart.so.10.1,
                 # libcublas.so.9.0, cublas64_80.dll), so another minor installed is the common
@@ -941,6 +944,7 @@ def _context_rules(
         note("host_oom", "The failed allocation was on the CPU device: host RAM ran out.")
 
     _initializer_oom_rule(hits, add, note)
+    _backpedal_rule(hits, add, note)
 
     # BFC out-of-memory: the request size and the other clues tell the three causes apart.
     # cuDNN/cuBLAS handle failures plus a small device: someone else had the memory.
@@ -1112,6 +1116,35 @@ def _initializer_oom(
         if size < INITIALIZER_OOM_MAX_BYTES:
             return (src, n, text), at[0], size
     return None
+
+
+_DEVICE_ALLOC_FAILED = re.compile(r"failed to allocate \S+ \((\d+) bytes\) from device")
+BACKPEDAL = (0.85, 0.95)  # TF's allocator asks for 90% of what the device refused, again
+
+
+def _backpedal_rule(hits: Mapping[str, _Hit], add: Any, note: Any) -> None:
+    """The allocator asking the device for its region, refused, then again for 90% of it and
+    90% of that (BFCAllocator::Extend backing off): the memory TensorFlow counted as free when
+    it sized its pool was no longer there, taken outside its pool (another process)."""
+    hit = hits.get("cuda_out_of_memory")
+    if hit is None:
+        return
+    asked = [
+        (line, int(m.group(1)))
+        for line in hit.lines
+        if (m := _DEVICE_ALLOC_FAILED.search(line[2])) is not None
+    ]
+    for (a, first), (b, second), (c, third) in zip(asked, asked[1:], asked[2:], strict=False):
+        ratios = (second / first, third / second) if first and second else (0.0, 0.0)
+        if all(BACKPEDAL[0] <= r <= BACKPEDAL[1] for r in ratios):
+            add("gpu_memory_contention", 0.8, [a, b, c])
+            note(
+                "gpu_memory_contention",
+                f"TensorFlow asked the GPU for {format_size(first)}, then for less and less "
+                f"({format_size(second)}, {format_size(third)}): memory it had counted as "
+                "free when it sized its pool was taken by then.",
+            )
+            return
 
 
 def _initializer_oom_rule(hits: Mapping[str, _Hit], add: Any, note: Any) -> None:

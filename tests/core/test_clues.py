@@ -915,3 +915,83 @@ def test_host_memory_running_out_in_the_words_of_the_kernel_and_other_frameworks
 
 def test_a_process_terminated_for_cuda_memory_is_not_host_ram() -> None:
     assert "host_oom" not in ranked("Process terminated: CUDA ran out of memory\n")
+
+
+_CPU_ONLY_NOTICES = (
+    "2023-05-01 21:17:57.355832: W tensorflow/stream_executor/platform/default/dso_loader.cc:64]"
+    " Could not load dynamic library 'libcudart.so.11.0'; dlerror: libcudart.so.11.0: cannot "
+    "open shared object file: No such file or directory\n"
+    "2023-05-01 21:17:57.355926: I tensorflow/stream_executor/cuda/cudart_stub.cc:29] Ignore "
+    "above cudart dlerror if you do not have a GPU set up on your machine.\n"
+)
+
+
+@pytest.mark.parametrize(
+    "ending",
+    [
+        "FATAL Flags parsing error: flag --seq_index=: invalid literal for int() with base 10: ''",
+        "usage: train.py [-h] --data DATA\ntrain.py: error: the following arguments are required:"
+        " --data",
+        "IndexError: list index out of range",
+        "OSError: [Errno 2] No such file or directory: 'data/train.csv'",
+        "ImportError: cannot import name 'LayerNormalization' from 'keras.layers'",
+        "tensorflow.python.framework.errors_impl.InvalidArgumentError: logits and labels must be "
+        "broadcastable: logits_size=[32,10] labels_size=[32,5]",
+    ],
+    ids=["absl-flags", "argparse", "index", "os-errno", "import-name", "tf-invalid-argument"],
+)
+def test_a_run_ended_by_its_own_error_is_not_blamed_on_the_cpu_only_notices(ending: str) -> None:
+    # the program's own error ends the run; TF's notices only say it runs on the CPU
+    assert ranked(_CPU_ONLY_NOTICES + ending + "\n") == []
+
+
+@pytest.mark.parametrize(
+    "ending",
+    [
+        "ImportError: DLL load failed: The specified module could not be found.",
+        "tensorflow.python.framework.errors_impl.NotFoundError: /usr/lib/python3/site-packages/"
+        "tensorflow/contrib/rnn/python/ops/_lstm_ops.so: undefined symbol: _ZN10tensorflow",
+        "OSError: [Errno 12] Cannot allocate memory",
+    ],
+    ids=["dll-load", "undefined-symbol", "errno-memory"],
+)
+def test_an_error_about_libraries_or_memory_is_not_the_programs_own(ending: str) -> None:
+    assert ranked(_CPU_ONLY_NOTICES + ending + "\n") != []
+
+
+@pytest.mark.parametrize(
+    "prose",
+    [
+        "It takes a day to complete the first epoch and then the process outputs : Killed96160.",
+        "after a while the script just prints Killed and exits",
+        "The training stops and the terminal shows 'Killed'.",
+        "After epoch 3 the output is just: Killed",
+    ],
+)
+def test_killed_as_a_user_tells_what_the_terminal_printed(prose: str) -> None:
+    assert ranked(prose)[:1] == ["host_oom"]
+
+
+def test_a_user_who_killed_a_process_is_not_an_oom_kill() -> None:
+    assert ranked("I Killed the process with ctrl-c and restarted it\n") == []
+
+
+def test_the_allocator_backing_off_at_start_up_is_memory_taken_by_another_process() -> None:
+    log = "\n".join(
+        f"2019-01-08 19:06:11.30{i}: E tensorflow/stream_executor/cuda/cuda_driver.cc:806] "
+        f"failed to allocate {g:.2f}G ({b} bytes) from device: CUDA_ERROR_OUT_OF_MEMORY: out of "
+        "memory"
+        for i, (g, b) in enumerate([(7.35, 7889485824), (6.61, 7100536832), (5.95, 6390482944)])
+    )
+    assert ranked(log)[:1] == ["gpu_memory_contention"]
+    one = log.splitlines()[0]
+    assert set(ranked(one)[:2]) == {"gpu_oom", "gpu_memory_contention"}  # alone: either
+
+
+def test_cupti_not_found_is_a_library_off_the_loader_path_not_another_cuda() -> None:
+    line = (
+        "W tensorflow/stream_executor/platform/default/dso_loader.cc:55] Could not load dynamic "
+        "library 'libcupti.so.10.1'; dlerror: libcupti.so.10.1: cannot open shared object file: "
+        "No such file or directory; LD_LIBRARY_PATH: /usr/local/nvidia/lib64\n"
+    )
+    assert ranked(line)[:1] == ["missing_cuda_libs"]
