@@ -36,7 +36,6 @@ def setup_application(app: QApplication) -> None:
     hints = app.styleHints()
     if hasattr(hints, "colorSchemeChanged"):  # "system": light/dark follows the desktop, live
         hints.colorSchemeChanged.connect(lambda _scheme: theme.follow_desktop(app))
-    theme.install_wheel_guard(app)
     collector.install(app)  # before any worker thread starts: Qt objects die on this thread
 
 

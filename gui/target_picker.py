@@ -18,6 +18,7 @@ from PySide6.QtWidgets import (
 )
 
 from tfdoctor.core.model import Target
+from tfdoctor.gui import theme
 
 TARGET_ROLE = Qt.ItemDataRole.UserRole + 1
 PICKED_LABEL = "Python picked by you"
@@ -55,7 +56,7 @@ class TargetPicker(QWidget):
         row.setContentsMargins(0, 0, 0, 0)
         row.setSpacing(6)
         self.label = QLabel(label, self)
-        self.combo = QComboBox(self)
+        self.combo = theme.guard_wheel(QComboBox(self))
         self.combo.setObjectName("targetCombo")
         self.combo.setSizeAdjustPolicy(
             QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon

@@ -3,9 +3,11 @@ values while the user scrolls past them."""
 
 from __future__ import annotations
 
+from typing import TypeVar
+
 from PySide6.QtCore import QEvent, QObject, Qt
 from PySide6.QtGui import QColor, QPalette
-from PySide6.QtWidgets import QAbstractSpinBox, QApplication, QComboBox
+from PySide6.QtWidgets import QApplication, QWidget
 
 from tfdoctor.gui import assets
 
@@ -85,17 +87,19 @@ class _WheelGuard(QObject):
     the parent (the scroll area), as Qt passes on any wheel event nobody accepted."""
 
     def eventFilter(self, obj: QObject, event: QEvent) -> bool:
-        if (
-            event.type() == QEvent.Type.Wheel
-            and isinstance(obj, (QAbstractSpinBox, QComboBox))
-            and not obj.hasFocus()
-        ):
+        if event.type() == QEvent.Type.Wheel and isinstance(obj, QWidget) and not obj.hasFocus():
             event.ignore()
             return True
         return False
 
 
-def install_wheel_guard(app: QApplication) -> None:
-    guard = _WheelGuard(app)
-    app.installEventFilter(guard)
-    app.setProperty("tfdoctorWheelGuard", True)
+W = TypeVar("W", bound=QWidget)
+WHEEL_GUARDED = "tfdoctorWheelGuard"  # a property on every guarded field
+
+
+def guard_wheel(widget: W) -> W:
+    """Install the wheel guard on this spin box or combo box only (an application-wide
+    filter would run Python for every event of every object); returns the field."""
+    widget.installEventFilter(_WheelGuard(widget))
+    widget.setProperty(WHEEL_GUARDED, True)
+    return widget

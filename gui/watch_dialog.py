@@ -25,6 +25,7 @@ from PySide6.QtWidgets import (
 
 from tfdoctor.core.bench import observe
 from tfdoctor.core.probes import jupyter
+from tfdoctor.gui import theme
 from tfdoctor.gui.pages.layout import Notice, set_enabled
 from tfdoctor.gui.tasks import Task
 
@@ -56,7 +57,7 @@ class WatchDialog(QDialog):
         lay.addWidget(self.kernels, 1)
         row = QHBoxLayout()
         row.addWidget(QLabel("Or a process by PID:", self))
-        self.pid = QSpinBox(self)
+        self.pid = theme.guard_wheel(QSpinBox(self))
         self.pid.setRange(0, 2**22)
         self.pid.setSpecialValueText("—")
         row.addWidget(self.pid)

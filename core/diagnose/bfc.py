@@ -153,6 +153,17 @@ _DTYPE_BYTES: Final[dict[str, int]] = {
 }
 
 
+def tensor_nbytes(shape: Iterable[int], dtype: str) -> int | None:
+    """Bytes of a tensor of this shape and TF dtype name ("float", "half", ...), as an OOM
+    message prints them; None for a dtype this table does not know."""
+    size = _DTYPE_BYTES.get(dtype)
+    if size is None:
+        return None
+    for dim in shape:
+        size *= dim
+    return size
+
+
 @functools.lru_cache(maxsize=4096)  # dumps repeat the same few sizes thousands of times
 def parse_size(text: str) -> int | None:
     """Bytes in a size as TensorFlow prints it, exactly; None when it is not a size.
@@ -291,12 +302,7 @@ class BfcOom:
         """Size of the tensor that did not fit, from its shape and dtype, when both are known."""
         if self.tensor_shape is None or self.dtype is None:
             return None
-        size = _DTYPE_BYTES.get(self.dtype)
-        if size is None:
-            return None
-        for dim in self.tensor_shape:
-            size *= dim
-        return size
+        return tensor_nbytes(self.tensor_shape, self.dtype)
 
     @property
     def request_bytes(self) -> int | None:

@@ -20,6 +20,7 @@ from tfdoctor.core.diagnose.bfc import (
     BfcParser,
     format_size,
     parse_size,
+    tensor_nbytes,
 )
 from tfdoctor.core.diagnose.logfacts import (
     RUNTIME_LIB,
@@ -1097,6 +1098,9 @@ INITIALIZER_OOM_LINES = 3  # the node line follows the error within this many li
 INITIALIZER_OOM_MAX_BYTES = 1 << 30  # a weight this big may simply not fit the card
 
 
+_AND_TYPE = re.compile(r"and type (\w+)")
+
+
 def _initializer_oom(
     hits: Mapping[str, _Hit],
 ) -> tuple[tuple[str, int, str], tuple[str, int, str], int] | None:
@@ -1112,7 +1116,11 @@ def _initializer_oom(
         if not at or "device:CPU" in text:
             continue
         dims = [int(d) for d in re.findall(r"\d+", groups.get("shape") or "")]
-        size = math.prod(dims) * 4 if dims else 0  # float32, the weights' usual type
+        typed = _AND_TYPE.search(groups.get("rest") or "")
+        # an unstated type is float32, the weights' usual one; an unknown one counts a byte each
+        size = tensor_nbytes(dims, typed[1] if typed else "float") or math.prod(dims)
+        if not dims:
+            size = 0  # no shape stated
         if size < INITIALIZER_OOM_MAX_BYTES:
             return (src, n, text), at[0], size
     return None

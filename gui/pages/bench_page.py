@@ -56,7 +56,7 @@ from tfdoctor.core.paths import state_dir
 from tfdoctor.core.probes import nvml
 from tfdoctor.core.probes.targetrun import current_target
 from tfdoctor.core.series import format_bytes
-from tfdoctor.gui import assets
+from tfdoctor.gui import assets, theme
 from tfdoctor.gui.bridges import BenchBridge, WatchBridge
 from tfdoctor.gui.findings_view import FindingsView
 from tfdoctor.gui.pages.layout import Notice, set_enabled
@@ -261,18 +261,18 @@ class BenchPage(QWidget):
 
         work = QGroupBox("Workload", box)
         f = QFormLayout(work)
-        self.preset = QComboBox(work)
+        self.preset = theme.guard_wheel(QComboBox(work))
         for name, text in PRESETS.items():
             self.preset.addItem(name, name)
             self.preset.setItemData(self.preset.count() - 1, text, Qt.ItemDataRole.ToolTipRole)
         self.batch = self._spin(work, 1, 1 << 20, 32, "examples per step")
         self.steps = self._spin(work, 1, 1_000_000, 50, "steps per epoch")
         self.epochs = self._spin(work, 1, 10_000, 1, "epochs")
-        self.data = QComboBox(work)
+        self.data = theme.guard_wheel(QComboBox(work))
         for name, text in DATA_MODES.items():
             self.data.addItem({"array": "in-RAM array", "stream": "tf.data stream"}[name], name)
             self.data.setItemData(self.data.count() - 1, text, Qt.ItemDataRole.ToolTipRole)
-        self.device = QComboBox(work)
+        self.device = theme.guard_wheel(QComboBox(work))
         self.device.addItem("GPU", "gpu")
         self.device.addItem("CPU only", "cpu")
         self.preset.setToolTip("The model to train (synthetic data, no downloads)")
@@ -297,7 +297,7 @@ class BenchPage(QWidget):
         self.gpu_limit.setSuffix(" MiB")
         self.gpu_limit.setSpecialValueText("no limit")
         self.gpu_limit.setToolTip("Cap TensorFlow's GPU pool: would this fit on a smaller card?")
-        self.allocator = QComboBox(knobs)
+        self.allocator = theme.guard_wheel(QComboBox(knobs))
         self.allocator.addItem("BFC (default)", "default")
         self.allocator.addItem("cuda_malloc_async", "cuda_malloc_async")
         self.allocator.setToolTip(
@@ -372,7 +372,7 @@ class BenchPage(QWidget):
 
     @staticmethod
     def _spin(parent: QWidget, lo: int, hi: int, value: int, tip: str) -> QSpinBox:
-        w = QSpinBox(parent)
+        w = theme.guard_wheel(QSpinBox(parent))
         w.setRange(lo, hi)
         w.setValue(value)
         w.setToolTip(tip)

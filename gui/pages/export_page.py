@@ -30,6 +30,7 @@ from tfdoctor.core.paths import atomic_write_text
 from tfdoctor.core.redact import Identity
 from tfdoctor.core.report import content, render, svgplot
 from tfdoctor.core.session import Session
+from tfdoctor.gui import theme
 from tfdoctor.gui.pages.layout import Notice, page_layout, set_enabled
 
 # (format, what the chooser says, the save dialog's filter)
@@ -79,7 +80,7 @@ class ExportPage(QWidget):
         root.addWidget(self.notice)
 
         rep = QHBoxLayout()
-        self.format_box = QComboBox(self)
+        self.format_box = theme.guard_wheel(QComboBox(self))
         for fmt, label, _ in REPORT_FORMATS:
             self.format_box.addItem(label, fmt)
         self.format_box.setToolTip("What the report is for; the preview below shows it")

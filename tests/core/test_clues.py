@@ -995,3 +995,19 @@ def test_cupti_not_found_is_a_library_off_the_loader_path_not_another_cuda() -> 
         "No such file or directory; LD_LIBRARY_PATH: /usr/local/nvidia/lib64\n"
     )
     assert ranked(line)[:1] == ["missing_cuda_libs"]
+
+
+@pytest.mark.parametrize(
+    ("dtype", "first"),
+    [
+        ("float", "gpu_memory_contention"),  # 800 MB: a weight that fits any card, so it was taken
+        ("double", "gpu_oom"),  # 1.6 GB: a weight that big may simply not fit
+    ],
+)
+def test_a_weight_that_did_not_fit_is_sized_by_its_type(dtype: str, first: str) -> None:
+    log = (
+        "tensorflow.python.framework.errors_impl.ResourceExhaustedError: OOM when allocating "
+        f"tensor with shape[200000,1000] and type {dtype} on "
+        "/job:localhost/replica:0/task:0/device:GPU:0 by allocator GPU_0_bfc [Op:RandomUniform]\n"
+    )
+    assert ranked(log)[:1] == [first]

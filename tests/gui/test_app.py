@@ -135,10 +135,6 @@ def test_scrolling_past_a_form_field_never_changes_its_value(qtbot, qapp) -> Non
     from PySide6.QtGui import QWheelEvent
     from PySide6.QtWidgets import QApplication
 
-    from tfdoctor.gui.theme import install_wheel_guard
-
-    if not qapp.property("tfdoctorWheelGuard"):
-        install_wheel_guard(qapp)
     w = MainWindow(autostart=False)
     qtbot.addWidget(w)
     w.resize(1024, 700)
@@ -165,6 +161,31 @@ def test_scrolling_past_a_form_field_never_changes_its_value(qtbot, qapp) -> Non
     qtbot.waitUntil(page.batch.hasFocus, timeout=2000)
     wheel(page.batch)
     assert page.batch.value() == 255
+
+
+def test_every_form_field_in_the_window_and_its_dialogs_is_wheel_guarded(qtbot) -> None:  # type: ignore[no-untyped-def]
+    """The guard sits on each spin box and combo box, so a field added without it is caught
+    here: in the main window and in the dialogs it opens."""
+    from PySide6.QtWidgets import QAbstractSpinBox, QComboBox
+
+    from tfdoctor.gui.theme import WHEEL_GUARDED
+    from tfdoctor.gui.watch_dialog import WatchDialog
+
+    w = MainWindow(autostart=False)
+    qtbot.addWidget(w)
+    dialog = WatchDialog(w.bench_page.watch_tf_file, w)
+    qtbot.addWidget(dialog)
+    fields = [
+        f
+        for root in (w, dialog)
+        for kind in (QAbstractSpinBox, QComboBox)
+        for f in root.findChildren(kind)
+    ]
+    assert len(fields) >= 9  # 4 spin boxes, 5 combo boxes at least
+    unguarded = [
+        f.objectName() or type(f).__name__ for f in fields if not f.property(WHEEL_GUARDED)
+    ]
+    assert unguarded == []
 
 
 def test_at_1024_by_700_the_window_keeps_its_width_and_start_stays_in_view(qtbot) -> None:  # type: ignore[no-untyped-def]
