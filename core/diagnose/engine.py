@@ -451,7 +451,16 @@ def _reading(value: str, unit: str) -> float | None:
         return None
 
 
-MEMORY_SERIES = ("memory_reading", "memory_figure", "memory_in_use", "live_tensor_count")
+MEMORY_SERIES = (
+    "memory_reading",
+    "memory_figure",
+    "memory_in_use",
+    "live_tensor_count",
+    "free_used",
+    "top_python_res",
+    "nvidia_smi_used",
+    "memory_profiler_entry",
+)
 
 
 def _series_rules(
@@ -487,12 +496,13 @@ def _leak_in(
     notes: dict[str, list[str]],
 ) -> bool:
     values = [v for _, v in readings]
-    if len(values) < 4 or values[0] <= 0:
+    if len(values) < 3 or values[0] <= 0:
         return False
     ups = sum(b > a for a, b in itertools.pairwise(values))
     growth = values[-1] / values[0] - 1
-    # a few readings must all rise and clearly; a long series may dip now and then
-    enough = growth >= (0.03 if len(values) >= 5 else 0.10)
+    # a few readings must all rise and clearly (three: by half); a long series may dip now
+    # and then
+    enough = growth >= (0.03 if len(values) >= 5 else 0.10 if len(values) == 4 else 0.5)
     if ups >= 0.75 * (len(values) - 1) and enough:
         add("memory_leak", 4.0, [readings[0][0], readings[-1][0]])
         notes.setdefault("memory_leak", []).append(
@@ -794,16 +804,24 @@ def _context_rules(
             break
 
     # An nvidia-smi paste with a full GPU: memory was taken before this run.
+    # Snapshot after snapshot of one GPU filling up is the run's own growth (a leak).
     nvsmi = hits.get("nvidia_smi_memory")
-    if nvsmi:
-        for (src, n, text), g in zip(nvsmi.lines, nvsmi.groups, strict=False):
-            used, total = int(g.get("used", 0)), int(g.get("total", 0))
-            if total and used / total >= 0.5:
-                add("gpu_memory_contention", 3.5 if used / total >= 0.9 else 2.2, [(src, n, text)])
-                note(
-                    "gpu_memory_contention",
-                    f"nvidia-smi shows {used} of {total} MiB ({used / total:.0%}) already in use.",
-                )
+    rows = [
+        (where, int(g.get("used", 0)), int(g.get("total", 0)))
+        for where, g in zip(
+            nvsmi.lines if nvsmi else [], nvsmi.groups if nvsmi else [], strict=False
+        )
+    ]
+    filling = len(rows) >= 4 and all(
+        a[2] == b[2] and a[1] < b[1] for a, b in itertools.pairwise(rows)
+    )
+    for where, used, total in rows if not filling else []:
+        if total and used / total >= 0.5:
+            add("gpu_memory_contention", 3.5 if used / total >= 0.9 else 2.2, [where])
+            note(
+                "gpu_memory_contention",
+                f"nvidia-smi shows {used} of {total} MiB ({used / total:.0%}) already in use.",
+            )
 
     # An accelerator that sits idle while its memory is in use waits for its input.
     idle: list[tuple[tuple[str, int, str], float]] = []
@@ -946,6 +964,8 @@ def _context_rules(
 
     _initializer_oom_rule(hits, add, note)
     _backpedal_rule(hits, add, note)
+    _small_refusal_rule(hits, add, note)
+    _host_alloc_rule(hits, add, note)
 
     # BFC out-of-memory: the request size and the other clues tell the three causes apart.
     # cuDNN/cuBLAS handle failures plus a small device: someone else had the memory.
@@ -1153,6 +1173,45 @@ def _backpedal_rule(hits: Mapping[str, _Hit], add: Any, note: Any) -> None:
                 "free when it sized its pool was taken by then.",
             )
             return
+
+
+SMALL_REFUSAL = 256 << 20  # less than any model's working set: the card was already full
+
+
+def _small_refusal_rule(hits: Mapping[str, _Hit], add: Any, note: Any) -> None:
+    """The driver refusing a small allocation (a cuDNN workspace, a pool's next few MB): the
+    GPU had less than that left, so its memory was held before the run needed it (another
+    process, or a TensorFlow pool that took it all)."""
+    hit = hits.get("cuda_out_of_memory")
+    for line in hit.lines if hit else []:
+        m = _DEVICE_ALLOC_FAILED.search(line[2])
+        if m is not None and int(m.group(1)) < SMALL_REFUSAL:
+            add("gpu_memory_contention", 1.0, [line])
+            note(
+                "gpu_memory_contention",
+                f"The GPU refused even {format_size(int(m.group(1)))}: it was already full.",
+            )
+            return
+
+
+HOST_ALLOC_HEAVY = 8 << 30  # a Colab VM has 12.7 GB; few desktops have 16 GB spare
+
+
+def _host_alloc_rule(hits: Mapping[str, _Hit], add: Any, note: Any) -> None:
+    """tcmalloc granted huge host allocations (each one alone is only a hint): together they
+    took most of a Colab VM's RAM or a desktop's spare memory, so the process that was
+    later killed or hung was most likely out of host RAM."""
+    hit = hits.get("host_large_alloc")
+    if hit is None or len(hit.groups) < 2:
+        return
+    total = sum(int(g.get("bytes") or 0) for g in hit.groups)
+    if total >= HOST_ALLOC_HEAVY:
+        add("host_oom", 0.6, hit.lines[:3])
+        note(
+            "host_oom",
+            f"The process took {format_size(total)} of host memory in {len(hit.groups)} "
+            "allocations of a gigabyte or more.",
+        )
 
 
 def _initializer_oom_rule(hits: Mapping[str, _Hit], add: Any, note: Any) -> None:

@@ -77,6 +77,10 @@ class Chunk:
 # (clean_line): a pass over every byte of a long log costs more than the whole scan.
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1a\x1c-\x1f\x7f]")
 _CR_TO_SPACE = bytes.maketrans(b"\r", b" ")
+_CURLY_QUOTES = tuple(
+    (c.encode(), p)
+    for c, p in (("\u2018", b"'"), ("\u2019", b"'"), ("\u201c", b'"'), ("\u201d", b'"'))
+)
 
 
 def clean_bytes(data: bytes) -> bytes:
@@ -258,6 +262,9 @@ def _iter_binary(fh: BinaryIO, source: str) -> Iterator[Chunk]:
         if not block:
             continue
         data = carry + block
+        if line_no == 1 and len(data) <= UNWRAP_MAX_BYTES:
+            carry = data  # a paste: one chunk with its last line, for unwrap to see it whole
+            continue
         cut = data.rfind(b"\n")
         if cut < 0:
             if len(data) < MAX_LINE_CHARS * 4:
@@ -277,6 +284,7 @@ def _iter_binary(fh: BinaryIO, source: str) -> Iterator[Chunk]:
 # line numbers stay those of the input). Only small inputs are pastes.
 UNWRAP_MAX_BYTES = 512 << 10
 _WRAP_WIDTHS = range(60, 256)
+CONSOLE_WIDTHS = (80, 120)
 # a line that starts a record of its own: never a wrapped line's continuation
 _RECORD_START = re.compile(
     rb"^(?:\d{4}-\d\d-\d\d|\[|[IWEF]\d{4}|[IWEF] |\+|\||Traceback|  File |\w*Error:|>>>)"
@@ -308,7 +316,10 @@ def unwrap(raw: bytes) -> bytes:
     # the same line over and over at the longest length is a repeated message, not a wrap,
     # unless each is followed by a shorter tail
     tails_short = all(len(lines[i + 1]) < width for i in cut)
-    if len(cut) < 2 or (len({_DIGITS.sub(b"0", lines[i]) for i in cut}) < 2 and not tails_short):
+    # one cut line is enough at a console's own width (cmd's 80 columns, Terminal's 120)
+    if len(cut) < (1 if width in CONSOLE_WIDTHS else 2) or (
+        len({_DIGITS.sub(b"0", lines[i]) for i in cut}) < 2 and not tails_short and len(cut) > 1
+    ):
         return raw
     head = joined = -1
     for i in cut:
@@ -338,9 +349,18 @@ def unescape_html(raw: bytes) -> bytes:
     return _ENTITY.sub(one, raw)
 
 
+def plain_quotes(raw: bytes) -> bytes:
+    """A paste whose quotes a forum or an editor made typographic: TensorFlow printed ASCII."""
+    if len(raw) > UNWRAP_MAX_BYTES or b"\xe2\x80" not in raw:
+        return raw
+    for curly, plain in _CURLY_QUOTES:
+        raw = raw.replace(curly, plain)
+    return raw
+
+
 def _chunk(source: str, line_no: int, raw: bytes) -> Chunk:
     if line_no == 1:  # a paste is one chunk; never the tail of a big log
-        raw = unwrap(unescape_html(raw))
+        raw = unwrap(unescape_html(plain_quotes(raw)))
     if b'\\n"' in raw:
         # JSON-escaped output lines (a notebook, a Jupyter JSON log): unescape them, and keep
         # raw and text the same characters

@@ -1011,3 +1011,75 @@ def test_a_weight_that_did_not_fit_is_sized_by_its_type(dtype: str, first: str) 
         "/job:localhost/replica:0/task:0/device:GPU:0 by allocator GPU_0_bfc [Op:RandomUniform]\n"
     )
     assert ranked(log)[:1] == [first]
+
+
+def _rows(fmt: str, values: list[object]) -> str:
+    return "".join(fmt.format(v) + "\n" for v in values)
+
+
+@pytest.mark.parametrize(
+    "log",
+    [
+        # nvidia-smi pasted again and again while the GPU fills up: the run's own growth
+        _rows(
+            "| 27%   45C    P2    45W / 180W |   {}MiB /  8116MiB |     30%      Default |",
+            [2100, 3300, 4500, 5700, 6900],
+        ),
+        _rows("VmRSS:\t{} kB", [1200000, 1500000, 1800000, 2100000, 2400000]),
+        _rows(
+            "12345 root      20   0   30.1g  {}g  12345 S 100.0  50.0   1:23.45 python",
+            ["2.1", "3.4", "4.8", "6.0", "7.3"],
+        ),
+        _rows(
+            "Mem:          15885       {}        1200         120        2500       3000",
+            [8000, 9500, 11000, 12500, 14000],
+        ),
+        _rows("Epoch {0}/10 - mem {0}.2G", [1, 2, 3, 4, 5]),
+        "The memory usage keeps increasing after every epoch until the process is killed.\n",
+        "RAM usage grows with each call to model.predict() and never goes down\n",
+    ],
+)
+def test_memory_that_grows_run_after_run_however_it_is_shown_is_a_leak(log: str) -> None:
+    assert ranked(log)[:1] == ["memory_leak"]
+
+
+def test_one_full_gpu_in_nvidia_smi_is_still_memory_taken_before_the_run() -> None:
+    row = "| 27%   45C    P2    45W / 180W |   {}MiB /  8116MiB |     30%      Default |"
+    assert ranked(_rows(row, [7900]))[:1] == ["gpu_memory_contention"]
+    # two GPUs, one full and one idle: not a series of one GPU
+    assert ranked(_rows(row, [7900, 10]))[:1] == ["gpu_memory_contention"]
+
+
+def test_huge_host_allocations_that_add_up_to_a_vms_ram_point_at_host_memory() -> None:
+    row = "tcmalloc: large alloc {} bytes == 0x4e70000 @  0x7f0ddb5c3001 0x7f0dd8bf8b85"
+    assert ranked(_rows(row, [6457049088, 6457049088]))[:1] == ["host_oom"]
+    assert ranked(_rows(row, [1073741824, 1073741824])) == []  # 2 GB in all: only a hint
+
+
+def test_the_device_refusing_a_few_kilobytes_means_the_gpu_was_already_full() -> None:
+    line = (
+        "E tensorflow/stream_executor/cuda/cuda_driver.cc:932] failed to allocate 2.2K (2304 "
+        "bytes) from device: CUDA_ERROR_OUT_OF_MEMORY\n"
+    )
+    assert ranked(line * 3)[:1] == ["gpu_memory_contention"]
+
+
+def test_a_compiler_killed_while_building_is_out_of_host_memory() -> None:
+    log = (
+        "ERROR: /tensorflow/tensorflow/core/kernels/BUILD:1921:1: C++ compilation of rule "
+        "'//tensorflow/core/kernels:svd_op' failed\n"
+        "gcc: internal compiler error: Killed (program cc1plus)\n"
+    )
+    assert ranked(log)[:1] == ["host_oom"]
+    assert ranked(log.replace("Killed", "Segmentation fault"))[:1] != ["host_oom"]
+
+
+def test_memory_profiler_calls_that_start_higher_each_time_are_a_leak() -> None:
+    block = (
+        "Line #    Mem usage    Increment   Line Contents\n"
+        "================================================\n"
+        "     6    {0} MiB    {0} MiB   @profile\n"
+        "    11   {0} MiB    149.6 MiB       segmentation = seg(media)\n"
+    )
+    log = "".join(block.format(v) for v in ("363.0", "937.0", "1498.8"))
+    assert ranked(log)[:1] == ["memory_leak"]
