@@ -349,6 +349,41 @@ def unescape_html(raw: bytes) -> bytes:
     return _ENTITY.sub(one, raw)
 
 
+ESCAPED_LINES_MIN = 3  # "\n" written out this often in one line: a printed repr or JSON string
+_ESCAPED_BREAK = re.compile(rb"(?<!\\)\\n")
+# a backslash a repr or JSON would not write alone: a Windows path (C:\Users\...\nvcc)
+_OTHER_ESCAPE = re.compile(rb"(?<!\\)\\[^\\nrt'\"xu0/]")
+
+
+def _escaped(line: bytes) -> bool:
+    return (
+        len(_ESCAPED_BREAK.findall(line)) >= ESCAPED_LINES_MIN
+        and _OTHER_ESCAPE.search(line) is None
+    )
+
+
+def split_escaped(raw: bytes) -> bytes:
+    """A paste of output printed as a Python bytes/str repr or a JSON string (b'...\\n...'), its
+    line breaks written out: each written-out break becomes a real one. A paste only; a line
+    with one escape (a notebook's JSON, a format string) or with a Windows path stays as it is."""
+    if len(raw) > UNWRAP_MAX_BYTES or b"\\n" not in raw:
+        return raw
+    lines = raw.split(b"\n")
+    if not any(_escaped(line) for line in lines):
+        return raw
+    return b"\n".join(
+        _ESCAPE.sub(_unescape_one, line) if _escaped(line) else line for line in lines
+    )
+
+
+_ESCAPE = re.compile(rb"\\(?:r\\n|[nrt'\"\\])")
+_UNESCAPED = {b"\\n": b"\n", b"\\r\\n": b"\n", b"\\r": b" ", b"\\t": b"\t"}
+
+
+def _unescape_one(m: re.Match[bytes]) -> bytes:
+    return _UNESCAPED.get(m.group(0), m.group(0)[1:])
+
+
 def plain_quotes(raw: bytes) -> bytes:
     """A paste whose quotes a forum or an editor made typographic: TensorFlow printed ASCII."""
     if len(raw) > UNWRAP_MAX_BYTES or b"\xe2\x80" not in raw:
@@ -360,7 +395,7 @@ def plain_quotes(raw: bytes) -> bytes:
 
 def _chunk(source: str, line_no: int, raw: bytes) -> Chunk:
     if line_no == 1:  # a paste is one chunk; never the tail of a big log
-        raw = unwrap(unescape_html(plain_quotes(raw)))
+        raw = unwrap(unescape_html(plain_quotes(split_escaped(raw))))
     if b'\\n"' in raw:
         # JSON-escaped output lines (a notebook, a Jupyter JSON log): unescape them, and keep
         # raw and text the same characters

@@ -490,6 +490,9 @@ def test_no_cuda_compiler_next_to_a_missing_cuda_library_means_no_toolkit() -> N
         "supports NHWC on device type CPU\n",
         "UnimplementedError: The Conv2D op currently only supports the NHWC tensor format on the "
         "CPU. The op was given the format: NCHW [Op:Conv2D]\n",
+        "Name: tensorflow-cpu\nVersion: 2.10.0\n",
+        "tensorflow.python.framework.errors_impl.InvalidArgumentError: 'visible_device_list' "
+        "listed an invalid GPU id '1' but visible device count is 1\n",
     ],
     ids=[
         "available-false",
@@ -507,6 +510,8 @@ def test_no_cuda_compiler_next_to_a_missing_cuda_library_means_no_toolkit() -> N
         "no-gpu-using-cpu",
         "nchw-pool-on-cpu",
         "nchw-conv-on-cpu",
+        "pip-show-cpu-package",
+        "visible-list-names-a-hidden-gpu",
     ],
 )
 def test_ways_a_log_says_tensorflow_has_no_gpu(log: str) -> None:
@@ -1035,6 +1040,17 @@ def _rows(fmt: str, values: list[object]) -> str:
             [8000, 9500, 11000, 12500, 14000],
         ),
         _rows("Epoch {0}/10 - mem {0}.2G", [1, 2, 3, 4, 5]),
+        _rows("memory_used_mb={}", [1100, 1500, 1900, 2300, 2700]),
+        _rows("Memory (MB): {}", [1100, 1500, 1900, 2300, 2700]),
+        _rows("VRAM: {} MB", [1100, 1500, 1900, 2300, 2700]),
+        # Colab's printm() and GPUtil snippets
+        _rows("Gen RAM Free: 12.8 GB  | Proc size: {} MB", [1100, 1500, 1900, 2300, 2700]),
+        _rows(
+            "GPU RAM Free: 10000MB | Used: {}MB | Util  10% | Total 11441MB",
+            [1100, 1500, 1900, 2300, 2700],
+        ),
+        _rows("max_memory_allocated: {}", [1100, 1500, 1900, 2300, 2700]),
+        _rows("RAM Used (GB): {}", [1.1, 1.5, 1.9, 2.3, 2.7]),
         "The memory usage keeps increasing after every epoch until the process is killed.\n",
         "RAM usage grows with each call to model.predict() and never goes down\n",
     ],

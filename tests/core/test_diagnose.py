@@ -564,6 +564,22 @@ def test_a_single_line_cut_by_the_console_is_joined_even_as_the_pastes_last_line
         ]
 
 
+def test_output_pasted_as_a_printed_repr_or_json_string_gets_the_same_first_cause() -> None:
+    """subprocess output printed as bytes (b'...\\n...'), a JSON log's message: the line
+    breaks are written out, the paste is one long line."""
+    same = 0
+    for case in DEV:
+        want = [c.id for c in diagnose(case.log.encode()).causes][:1]
+        for pasted in (repr(case.log.encode()), json.dumps({"message": case.log})):
+            same += [c.id for c in diagnose(pasted.encode()).causes][:1] == want
+    assert same / (2 * len(DEV)) >= 0.97, f"{same} of {2 * len(DEV)}"
+
+
+def test_a_windows_path_with_backslash_n_in_it_is_not_split() -> None:
+    line = b"PATH=C:\\nvidia\\bin;C:\\node\\napi;C:\\Users\\me\\new;C:\\x\\nvcc\n"
+    assert [t for _, t in iter_lines(line)] == [line.decode().strip()]
+
+
 def test_typographic_quotes_a_forum_put_in_read_as_the_ascii_ones_tensorflow_printed() -> None:
     line = (
         "2022-12-02 15:37:30.344596: W tensorflow/stream_executor/platform/default/dso_loader.cc:"
