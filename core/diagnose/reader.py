@@ -26,6 +26,16 @@ _ANSI = re.compile(r"\x1b(?:\[[0-9;?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|
 # single backticks people wrap log lines in
 _PREFIX = re.compile(r"^[ \t]*(?:(?:>>>|\.\.\.|>|\|)[ \t]?)*`*")
 _SUFFIX = re.compile(r"`+[ \t]*$")
+# what a log collector writes before each line of the program's output: Colab's runtime log
+# viewer, docker compose's service column, an ISO timestamp (docker logs -t, CI runners,
+# Kubernetes' container log with its stream), Ray's worker tag
+_ORIGIN = re.compile(
+    r"(?:[A-Z][a-z]{2} \d{1,2}, \d{4}, \d{1,2}:\d\d:\d\d\s?[AP]M\t\w+\t"
+    r"|[\w.-]+[-_]\d+\s+\|[ \t]"
+    r"|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)[ \t]+"
+    r"(?:std(?:out|err)[ \t]+[FP][ \t]+)?"
+    r"|\((?:[\w.]+[ \t]+)?pid=\d+(?:,[ \t]*ip=[\d.]+)?\)[ \t]+)"
+)
 # a JSON string holding one output line, as in .ipynb files: "text...\n",
 _JSON_LINE = re.compile(r'(?m)^[ \t]*"((?:[^"\\\n]|\\.)*)",?[ \t]*$')
 
@@ -104,11 +114,15 @@ def clean(text: str) -> str:
 
 
 def clean_line(line: str) -> str:
-    """One line without control bytes, colour codes, quote prefixes or backticks."""
+    """One line without control bytes, colour codes, a log collector's prefix, quote prefixes
+    or backticks."""
     if not line.isprintable():
         line = _CONTROL.sub("", line)
     if "\x1b" in line:
         line = _ANSI.sub("", line).replace("\x1b", "")
+    m = _ORIGIN.match(line)
+    if m is not None:
+        line = line[m.end() :]
     if line[:1] in (">", "|", "`", " ", "\t", "."):
         line = _PREFIX.sub("", line, count=1)
     if line.endswith(("`", "` ", "`\t")):

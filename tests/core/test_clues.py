@@ -25,8 +25,10 @@ def ranked(log: str) -> list[str]:
         "The command '/bin/sh -c python -c \"import tensorflow\"' returned a non-zero code: 132",
         "ImportError: DLL load failed while importing _pywrap_tensorflow_internal: A dynamic link "
         "library (DLL) initialization routine failed.",
+        "ImportError: DLL load failed while importing _pywrap_tensorflow_internal: 動態連結程式庫 "
+        "(DLL) 初始化例行程序失敗。",
     ],
-    ids=["gunicorn", "pycharm", "zsh", "docker-build", "windows-dll-init"],
+    ids=["gunicorn", "pycharm", "zsh", "docker-build", "windows-dll-init", "windows-zh-tw"],
 )
 def test_sigill_however_it_is_said_is_the_cpu(line: str) -> None:
     assert ranked(line)[:1] == ["cpu_instructions_unsupported"]
@@ -44,6 +46,7 @@ def test_a_dll_that_is_not_found_is_still_a_missing_library() -> None:
         "Process finished with exit code 137 (interrupted by signal 9: SIGKILL)",
         "terminate called after throwing an instance of 'std::bad_alloc'",
         "OSError: [WinError 1455] The paging file is too small for this operation to complete",
+        "OSError: [WinError 1455] 页面文件太小，无法完成操作。",  # any language: the code says it
         "Your session crashed after using all available RAM.",
     ],
 )

@@ -575,6 +575,26 @@ def test_output_pasted_as_a_printed_repr_or_json_string_gets_the_same_first_caus
     assert same / (2 * len(DEV)) >= 0.97, f"{same} of {2 * len(DEV)}"
 
 
+@pytest.mark.parametrize(
+    "prefix",
+    [
+        "Nov 23, 2023, 10:00:00 AM\tWARNING\t",  # Colab's runtime log viewer
+        "trainer-1  | ",  # docker compose
+        "2023-11-23T10:00:00.1234567Z ",  # docker logs -t, a CI runner
+        "2023-11-23T10:00:00.123456789Z stderr F ",  # Kubernetes' container log
+        "(RayTrainWorker pid=12345, ip=10.0.0.2) ",  # a Ray worker
+    ],
+    ids=["colab-viewer", "compose", "iso-time", "kubernetes", "ray"],
+)
+def test_a_log_collectors_prefix_on_every_line_keeps_the_first_cause(prefix: str) -> None:
+    same = 0
+    for case in DEV:
+        want = [c.id for c in diagnose(case.log.encode()).causes][:1]
+        prefixed = "".join(prefix + line + "\n" for line in case.log.splitlines())
+        same += [c.id for c in diagnose(prefixed.encode()).causes][:1] == want
+    assert same / len(DEV) >= 0.98, f"{same} of {len(DEV)}"
+
+
 def test_a_windows_path_with_backslash_n_in_it_is_not_split() -> None:
     line = b"PATH=C:\\nvidia\\bin;C:\\node\\napi;C:\\Users\\me\\new;C:\\x\\nvcc\n"
     assert [t for _, t in iter_lines(line)] == [line.decode().strip()]
