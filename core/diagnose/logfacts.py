@@ -141,7 +141,17 @@ def read_stated(
 
 # the libraries whose file name carries the CUDA release the build was made with
 _BUILD_CUDA_LIB = re.compile(r"(?i)cudart|cublas(?!lt)")
-_CUDA_KEYS = ("cuda", "cuda_conda", "cuda_path", "cuda_win", "cuda_tpl", "cuda_banner")
+# an installed runtime's file (ls, find, ldconfig -p) names the major only from CUDA 11 on
+_CUDA_KEYS = (
+    "cuda",
+    "cuda_conda",
+    "cuda_path",
+    "cuda_win",
+    "cuda_tpl",
+    "cuda_banner",
+    "cuda_file",
+    "cuda_ldconfig",
+)
 _CUDNN_KEYS = ("cudnn_tpl", "cudnn_conda", "cudnn_pip", "cudnn_apt", "cudnn_ver")
 
 
@@ -339,8 +349,11 @@ def _installed_rules(
         elif stated.cuda is not None and stated.cuda_line is not None and TOOLKIT_LIB.search(lib):
             if want[0] >= 11 and not RUNTIME_LIB.search(lib):
                 continue  # cuFFT & co. number themselves from CUDA 11 on
-            major, minor = (int(p) for p in stated.cuda.split(".")[:2])
-            same = want[0] == major and (want[1] is None or want[0] >= 11 or want[1] == minor)
+            parts = [int(p) for p in stated.cuda.split(".")[:2]]
+            major, minor = parts[0], (parts[1] if len(parts) > 1 else None)
+            same = want[0] == major and (
+                want[1] is None or want[0] >= 11 or minor is None or want[1] == minor
+            )
             have, said = stated.cuda, f"CUDA {stated.cuda}"
             lines = [line, stated.cuda_line]
             asked = (

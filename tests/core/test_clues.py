@@ -1102,3 +1102,26 @@ def test_memory_profiler_calls_that_start_higher_each_time_are_a_leak() -> None:
     )
     log = "".join(block.format(v) for v in ("363.0", "937.0", "1498.8"))
     assert ranked(log)[:1] == ["memory_leak"]
+
+
+_CUDART_11_MISSING = (
+    "W tensorflow/stream_executor/platform/default/dso_loader.cc:64] Could not load dynamic "
+    "library 'libcudart.so.11.0'; dlerror: libcudart.so.11.0: cannot open shared object file: "
+    "No such file or directory\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("listing", "first"),
+    [
+        ("$ ls /usr/local/cuda/lib64/libcudart*\n/usr/local/cuda/lib64/libcudart.so.12\n",
+         "cuda_cudnn_version_mismatch"),
+        ("$ find / -name 'libcudart.so*'\n/opt/nvidia/lib/libcudart.so.11.0\n",
+         "missing_cuda_libs"),  # there, but not where the loader looks
+    ],
+    ids=["another-major-installed", "same-version-installed"],
+)  # fmt: skip
+def test_the_runtime_files_a_listing_shows_say_which_cuda_is_installed(
+    listing: str, first: str
+) -> None:
+    assert ranked(_CUDART_11_MISSING + listing)[:1] == [first]
