@@ -496,6 +496,8 @@ def test_no_cuda_compiler_next_to_a_missing_cuda_library_means_no_toolkit() -> N
         "Name: tensorflow-cpu\nVersion: 2.10.0\n",
         "tensorflow.python.framework.errors_impl.InvalidArgumentError: 'visible_device_list' "
         "listed an invalid GPU id '1' but visible device count is 1\n",
+        "print(tf.config.list_physical_devices('GPU')) returns [] even though nvidia-smi shows "
+        "my RTX 3080\n",
     ],
     ids=[
         "available-false",
@@ -515,6 +517,7 @@ def test_no_cuda_compiler_next_to_a_missing_cuda_library_means_no_toolkit() -> N
         "nchw-conv-on-cpu",
         "pip-show-cpu-package",
         "visible-list-names-a-hidden-gpu",
+        "empty-answer-told-in-prose",
     ],
 )
 def test_ways_a_log_says_tensorflow_has_no_gpu(log: str) -> None:
