@@ -1128,3 +1128,30 @@ def test_the_runtime_files_a_listing_shows_say_which_cuda_is_installed(
     listing: str, first: str
 ) -> None:
     assert ranked(_CUDART_11_MISSING + listing)[:1] == [first]
+
+
+@pytest.mark.parametrize(
+    ("prose", "first"),
+    [
+        ("The training process gets killed by the OOM killer after a few epochs", "host_oom"),
+        ("TensorFlow does not detect my GPU", "no_gpu_visible"),
+        ("nvidia-smi shows another process using 10GB of my GPU memory", "gpu_memory_contention"),
+        ("My NVIDIA driver is 418, which is too old for CUDA 11", "driver_too_old"),
+        ("Windows says the display driver stopped responding and has recovered",
+         "gpu_watchdog_timeout"),
+    ],
+)  # fmt: skip
+def test_a_cause_the_user_tells_in_words_is_named_when_nothing_stronger_is_there(
+    prose: str, first: str
+) -> None:
+    assert ranked(prose + "\n")[:1] == [first]
+
+
+def test_the_users_words_give_way_to_the_line_that_says_why() -> None:
+    log = (
+        "TensorFlow does not detect my GPU\n"
+        "W tensorflow/stream_executor/platform/default/dso_loader.cc:64] Could not load dynamic "
+        "library 'libcudnn.so.8'; dlerror: libcudnn.so.8: cannot open shared object file: No such "
+        "file or directory\n"
+    )
+    assert ranked(log)[:1] == ["missing_cuda_libs"]
