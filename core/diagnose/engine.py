@@ -1396,6 +1396,9 @@ def _is_total(facts: Facts, name: str) -> bool:
     return name.endswith(".memory_total_mib") and isinstance(facts.value(name), int)
 
 
+DEVICE_REFUSAL_LEAN = 0.3
+
+
 def _device_refusal_rule(
     hits: Mapping[str, _Hit], add: Any, note: Callable[[str, str], None]
 ) -> None:
@@ -1413,6 +1416,14 @@ def _device_refusal_rule(
             "The GPU had no memory left even for a new CUDA context: another process (or "
             "another worker of the same job) held it.",
         )
+        return
+    # The pool's first region refused once and nothing of the model failed after it: in the
+    # threads, the memory was more often held elsewhere (another process, a display, a second
+    # session) than the model too big. A lean, not a verdict. (The same region asked for again
+    # and again is a growing workload's.)
+    refused = [ln for ln in cuda.lines if _DEVICE_ALLOC_FAILED.search(ln[2])]
+    if len(refused) == 1 and cuda.count == 1:
+        add("gpu_memory_contention", DEVICE_REFUSAL_LEAN, refused)
 
 
 def _holder_rule(
