@@ -460,6 +460,9 @@ MEMORY_SERIES = (
     "top_python_res",
     "nvidia_smi_used",
     "memory_profiler_entry",
+    "size_column",
+    "psutil_svmem_used",
+    "memory_percent",
 )
 
 

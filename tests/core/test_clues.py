@@ -1060,6 +1060,13 @@ def _rows(fmt: str, values: list[object]) -> str:
         ),
         _rows("max_memory_allocated: {}", [1100, 1500, 1900, 2300, 2700]),
         _rows("RAM Used (GB): {}", [1.1, 1.5, 1.9, 2.3, 2.7]),
+        # nvidia-smi --query-gpu=memory.used --format=csv in a loop
+        "memory.used [MiB]\n" + _rows("{} MiB", [1100, 1500, 1900, 2300, 2700]),
+        _rows(
+            "svmem(total=16654491648, available=5000000000, percent=50.0, used={}, free=1000)",
+            [8000000000, 9000000000, 10000000000, 11000000000, 12000000000],
+        ),
+        _rows("RAM %: {}", [45.2, 50.1, 55.3, 60.2, 66.0]),
         "The memory usage keeps increasing after every epoch until the process is killed.\n",
         "RAM usage grows with each call to model.predict() and never goes down\n",
     ],
