@@ -1153,18 +1153,21 @@ _DEVICE_ALLOC_FAILED = re.compile(r"failed to allocate \S+ \((\d+) bytes\) from 
 BACKPEDAL = (0.85, 0.95)  # TF's allocator asks for 90% of what the device refused, again
 
 
+def _device_refusals(hits: Mapping[str, _Hit]) -> list[tuple[tuple[str, int, str], int]]:
+    """Each "failed to allocate N from device" line the log kept, with N in bytes."""
+    hit = hits.get("cuda_out_of_memory")
+    return [
+        (line, int(m.group(1)))
+        for line in (hit.lines if hit else [])
+        if (m := _DEVICE_ALLOC_FAILED.search(line[2])) is not None
+    ]
+
+
 def _backpedal_rule(hits: Mapping[str, _Hit], add: Any, note: Any) -> None:
     """The allocator asking the device for its region, refused, then again for 90% of it and
     90% of that (BFCAllocator::Extend backing off): the memory TensorFlow counted as free when
     it sized its pool was no longer there, taken outside its pool (another process)."""
-    hit = hits.get("cuda_out_of_memory")
-    if hit is None:
-        return
-    asked = [
-        (line, int(m.group(1)))
-        for line in hit.lines
-        if (m := _DEVICE_ALLOC_FAILED.search(line[2])) is not None
-    ]
+    asked = _device_refusals(hits)
     for (a, first), (b, second), (c, third) in zip(asked, asked[1:], asked[2:], strict=False):
         ratios = (second / first, third / second) if first and second else (0.0, 0.0)
         if all(BACKPEDAL[0] <= r <= BACKPEDAL[1] for r in ratios):
@@ -1185,15 +1188,10 @@ def _small_refusal_rule(hits: Mapping[str, _Hit], add: Any, note: Any) -> None:
     """The driver refusing a small allocation (a cuDNN workspace, a pool's next few MB): the
     GPU had less than that left, so its memory was held before the run needed it (another
     process, or a TensorFlow pool that took it all)."""
-    hit = hits.get("cuda_out_of_memory")
-    for line in hit.lines if hit else []:
-        m = _DEVICE_ALLOC_FAILED.search(line[2])
-        if m is not None and int(m.group(1)) < SMALL_REFUSAL:
+    for line, size in _device_refusals(hits):
+        if size < SMALL_REFUSAL:
             add("gpu_memory_contention", 1.0, [line])
-            note(
-                "gpu_memory_contention",
-                f"The GPU refused even {format_size(int(m.group(1)))}: it was already full.",
-            )
+            note("gpu_memory_contention", f"The GPU refused even {format_size(size)}: it was full.")
             return
 
 
@@ -1424,9 +1422,9 @@ def _device_refusal_rule(
     # threads, the memory was more often held elsewhere (another process, a display, a second
     # session) than the model too big. A lean, not a verdict. (The same region asked for again
     # and again is a growing workload's.)
-    refused = [ln for ln in cuda.lines if _DEVICE_ALLOC_FAILED.search(ln[2])]
+    refused = _device_refusals(hits)
     if len(refused) == 1 and cuda.count == 1:
-        add("gpu_memory_contention", DEVICE_REFUSAL_LEAN, refused)
+        add("gpu_memory_contention", DEVICE_REFUSAL_LEAN, [refused[0][0]])
 
 
 def _holder_rule(
