@@ -12,6 +12,7 @@ import bisect
 import codecs
 import html
 import io
+import itertools
 import json
 import re
 from collections.abc import Iterable, Iterator
@@ -28,12 +29,16 @@ _PREFIX = re.compile(r"^[ \t]*(?:(?:>>>|\.\.\.|>|\|)[ \t]?)*`*")
 _SUFFIX = re.compile(r"`+[ \t]*$")
 # what a log collector writes before each line of the program's output: Colab's runtime log
 # viewer, docker compose's service column, an ISO timestamp (docker logs -t, CI runners,
-# Kubernetes' container log with its stream), Ray's worker tag
+# Kubernetes' container log with its stream), Ray's worker tag, the journal's host and
+# process[pid] of a service (journalctl, syslog; the kernel's own lines keep "kernel:",
+# which the kernel's signatures read)
+_JOURNAL = r"[\w.-]+[ \t]+(?!kernel\b)[\w.@/-]+\[\d+\]:[ \t]"
 _ORIGIN = re.compile(
     r"(?:[A-Z][a-z]{2} \d{1,2}, \d{4}, \d{1,2}:\d\d:\d\d\s?[AP]M\t\w+\t"
     r"|[\w.-]+[-_]\d+\s+\|[ \t]"
     r"|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)[ \t]+"
-    r"(?:std(?:out|err)[ \t]+[FP][ \t]+)?"
+    rf"(?:std(?:out|err)[ \t]+[FP][ \t]+|{_JOURNAL})?"
+    rf"|[A-Z][a-z]{{2}}[ \t]+\d{{1,2}}[ \t]+\d\d:\d\d:\d\d[ \t]+{_JOURNAL}"
     r"|\((?:[\w.]+[ \t]+)?pid=\d+(?:,[ \t]*ip=[\d.]+)?\)[ \t]+)"
 )
 # a JSON string holding one output line, as in .ipynb files: "text...\n",
@@ -87,10 +92,25 @@ class Chunk:
 # (clean_line): a pass over every byte of a long log costs more than the whole scan.
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1a\x1c-\x1f\x7f]")
 _CR_TO_SPACE = bytes.maketrans(b"\r", b" ")
-_CURLY_QUOTES = tuple(
+# what a forum, a word processor or a web page's layout puts in for ASCII: typographic quotes,
+# no-break and other fixed-width spaces, zero-width spaces and a byte-order mark
+_TYPOGRAPHY = tuple(
     (c.encode(), p)
-    for c, p in (("\u2018", b"'"), ("\u2019", b"'"), ("\u201c", b'"'), ("\u201d", b'"'))
+    for c, p in (
+        ("\u2018", b"'"),
+        ("\u2019", b"'"),
+        ("\u201c", b'"'),
+        ("\u201d", b'"'),
+        ("\u00a0", b" "),
+        ("\u2007", b" "),
+        ("\u2009", b" "),
+        ("\u202f", b" "),
+        ("\u3000", b" "),
+        ("\u200b", b""),
+        ("\ufeff", b""),
+    )
 )
+_TYPOGRAPHY_LEADS = (b"\xc2\xa0", b"\xe2\x80", b"\xe3\x80\x80", b"\xef\xbb\xbf")
 
 
 def clean_bytes(data: bytes) -> bytes:
@@ -398,18 +418,47 @@ def _unescape_one(m: re.Match[bytes]) -> bytes:
     return _UNESCAPED.get(m.group(0), m.group(0)[1:])
 
 
-def plain_quotes(raw: bytes) -> bytes:
-    """A paste whose quotes a forum or an editor made typographic: TensorFlow printed ASCII."""
-    if len(raw) > UNWRAP_MAX_BYTES or b"\xe2\x80" not in raw:
+def plain_typography(raw: bytes) -> bytes:
+    """A paste whose quotes and spaces a forum, an editor or a web page made typographic (curly
+    quotes, no-break spaces, zero-width spaces): TensorFlow printed ASCII."""
+    if len(raw) > UNWRAP_MAX_BYTES or not any(lead in raw for lead in _TYPOGRAPHY_LEADS):
         return raw
-    for curly, plain in _CURLY_QUOTES:
-        raw = raw.replace(curly, plain)
+    for fancy, plain in _TYPOGRAPHY:
+        raw = raw.replace(fancy, plain)
     return raw
+
+
+# a line number in an editor's, a code viewer's or cat -n's gutter: the number, then a tab, a
+# bar or colon, or one or two spaces (the line's own indentation stays)
+_GUTTER = re.compile(rb"[ \t]*(\d{1,6})(?:\t| ?[|:] ?| {1,2})")
+GUTTER_MIN_LINES = 3
+GUTTER_SHARE = 0.9  # of the non-empty lines: numbered, each one more than the line before
+
+
+def strip_gutter(raw: bytes) -> bytes:
+    """A paste copied with its line numbers (cat -n, an editor's or a web viewer's gutter): the
+    lines without them. Only when nearly every line is numbered, one more than the last."""
+    if len(raw) > UNWRAP_MAX_BYTES or raw[:1] not in b" \t0123456789":
+        return raw
+    lines = raw.split(b"\n")
+    filled = [i for i, line in enumerate(lines) if line.strip()]
+    if len(filled) < GUTTER_MIN_LINES:
+        return raw
+    found = {i: m for i in filled if (m := _GUTTER.match(lines[i])) is not None}
+    if len(found) < GUTTER_SHARE * len(filled):
+        return raw
+    numbers = [int(found[i].group(1)) for i in filled if i in found]
+    steps = sum(b == a + 1 for a, b in itertools.pairwise(numbers))
+    if steps < GUTTER_SHARE * (len(numbers) - 1):
+        return raw
+    for i, m in found.items():
+        lines[i] = lines[i][m.end() :]
+    return b"\n".join(lines)
 
 
 def _chunk(source: str, line_no: int, raw: bytes) -> Chunk:
     if line_no == 1:  # a paste is one chunk; never the tail of a big log
-        raw = unwrap(unescape_html(plain_quotes(split_escaped(raw))))
+        raw = unwrap(unescape_html(plain_typography(split_escaped(strip_gutter(raw)))))
     if b'\\n"' in raw:
         # JSON-escaped output lines (a notebook, a Jupyter JSON log): unescape them, and keep
         # raw and text the same characters
