@@ -76,6 +76,17 @@ class _Hit:
     groups: list[dict[str, str]] = field(default_factory=list)
 
 
+REBUILD_AFTER_SKIPPED = 1000
+
+
+@functools.lru_cache(maxsize=4)
+def _automaton(anchors: tuple[str, ...]) -> BytesAhoCorasick:
+    """The automaton for these anchors and the BFC parser's trigger words (every diagnosis
+    starts with all of them: built once per process)."""
+    words = [a.encode() for a in anchors] + list(TRIGGER_BYTES)
+    return BytesAhoCorasick(words, implementation=Implementation.DFA)
+
+
 class Diagnoser:
     """Scans text once, streaming; remembers only hits (bounded), never the whole log."""
 
@@ -84,12 +95,17 @@ class Diagnoser:
         self.causes = causes
         # All anchors are found in one pass of an Aho-Corasick automaton (compiled code):
         # Python's re walks an alternation position by position at a few MB/s.
-        self._anchors = tuple(sorted({a for s in signatures for a in s.anchors}))
+        by_anchor: dict[str, dict[str, Signature]] = {}  # each signature once per anchor
+        for sig in signatures:
+            for a in sig.anchors:
+                by_anchor.setdefault(a, {})[sig.id] = sig
+        self._anchors = tuple(sorted(by_anchor))
+        self._by_anchor: dict[str, tuple[Signature, ...]] = {
+            a: tuple(sigs.values()) for a, sigs in by_anchor.items()
+        }
         self._active: tuple[str, ...] = ()
         self._matcher: BytesAhoCorasick | None = None
-        self._by_anchor: dict[str, tuple[Signature, ...]] = {
-            a: tuple(s for s in signatures if a in s.anchors) for a in self._anchors
-        }
+        self._skipped = 0  # matches of saturated anchors the last chunk stepped over
         # Logs repeat lines (progress, retried errors): remember what each distinct line
         # matched. Bounded: emptied when full.
         self._seen: dict[bytes, tuple[str, tuple[tuple[Signature, dict[str, str]], ...]]] = {}
@@ -110,12 +126,14 @@ class Diagnoser:
             self.sources.append(chunk.source)
         bfc = self._bfc.setdefault(chunk.source, BfcParser())
         self.lines_read += chunk.lines
-        active = self._unsaturated_anchors()
-        if active != self._active or self._matcher is None:
-            # one automaton finds the live anchors and the BFC parser's trigger words
-            self._active = active
-            words = [a.encode() for a in active] + list(TRIGGER_BYTES)
-            self._matcher = BytesAhoCorasick(words, implementation=Implementation.DFA)
+        if self._matcher is None or self._skipped > REBUILD_AFTER_SKIPPED:
+            # One automaton finds the live anchors and the BFC parser's trigger words. It is
+            # built again without the saturated ones only when they keep matching (a repeated
+            # message): a build costs milliseconds, stepping over a few matches far less.
+            self._active = self._unsaturated_anchors()
+            self._matcher = _automaton(self._active)
+        self._skipped = 0
+        active = self._active
         live = self._live
         n_active = len(active)
         bfc_starts: list[int] = []
@@ -142,8 +160,10 @@ class Diagnoser:
                     listing.discard(line_start)
                 continue
             anchor = active[idx]
-            if live[anchor]:  # else saturated earlier in this chunk
+            if live[anchor]:  # else saturated since the automaton was built
                 line_anchors.append(anchor)
+            else:
+                self._skipped += 1
         if line_anchors:
             self._examine(chunk, line_start, line_end, line_anchors)
         if bfc_starts or not bfc.idle:
@@ -768,6 +788,21 @@ def _context_rules(
                 "installed, of a version whose copy of that library has another number.",
             )
 
+    # TF 1.x's fatal GetConvolveAlgorithms check follows a cuDNN that did not start. Alone, it
+    # weighs as the start-up failure itself: in the corpus' TF 1.x logs most often another
+    # cuDNN than the build's, else memory held elsewhere. Next to a line that tells how cuDNN
+    # failed, it is that same event and adds nothing.
+    check = hits.get("conv_algorithms_check_failed")
+    if check and not any(k in hits for k in _CUDNN_START_TOLD):
+        add("cuda_cudnn_version_mismatch", 2.0, check.lines[:1])
+        add("gpu_memory_contention", 1.6, check.lines[:1])
+        add("gpu_oom", 0.6, check.lines[:1])
+        note(
+            "cuda_cudnn_version_mismatch",
+            "cuDNN gave TensorFlow no convolution algorithms: it did not start, most often "
+            "because it is another version than the one this build needs.",
+        )
+
     # A CUDA library not found and no CUDA compiler either: no toolkit is installed at all.
     toolkit = [lib for lib in per_lib.get("missing_cuda_libs", {}) if TOOLKIT_LIB.search(lib)]
     if toolkit and "nvcc_missing" in hits:
@@ -1242,6 +1277,17 @@ _OOM_FAILURES = (
     "oom_allocation_report",
     "dst_tensor_not_initialized",
     "xla_resource_exhausted",
+)
+# lines that tell how cuDNN failed to start
+_CUDNN_START_TOLD = (
+    "cudnn_handle_failed",
+    "conv_algorithm_failed",
+    "cudnn_version_mismatch",
+    "cudnn_insufficient_driver",
+    "cudnn_sublibrary_not_loaded",
+    "cudnn_sublibrary_mixed",
+    "cudnn_sublib_load_failed",
+    "cudnn_symbol_missing",
 )
 _HANDLE_FAILURES = (
     "cudnn_handle_failed",

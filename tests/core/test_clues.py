@@ -1165,3 +1165,49 @@ def test_the_users_words_give_way_to_the_line_that_says_why() -> None:
         "file or directory\n"
     )
     assert ranked(log)[:1] == ["missing_cuda_libs"]
+
+
+CONV_CHECK = (
+    "2018-03-23 11:55:55.960028: F tensorflow/core/kernels/conv_ops.cc:717] Check failed: "
+    "stream->parent()->GetConvolveAlgorithms( conv_parameters.ShouldIncludeWinogradNonfusedAlgo"
+    "<T>(), &algorithms)\n"
+)
+
+
+def test_tf1s_convolution_check_alone_names_a_cudnn_that_did_not_start() -> None:
+    assert ranked(CONV_CHECK)[:2] == ["cuda_cudnn_version_mismatch", "gpu_memory_contention"]
+
+
+def test_tf1s_convolution_check_after_the_line_that_says_why_adds_nothing() -> None:
+    why = (
+        "E tensorflow/stream_executor/cuda/cuda_dnn.cc:385] could not create cudnn handle: "
+        "CUDNN_STATUS_NOT_INITIALIZED\n"
+        "E tensorflow/stream_executor/cuda/cuda_dnn.cc:393] possibly insufficient driver "
+        "version: 384.69.0\n"
+    )
+    assert ranked(why + CONV_CHECK) == ranked(why)
+
+
+@pytest.mark.parametrize(
+    ("line", "first"),
+    [
+        ("E0000 00:00:1712345678.123456   12345 cuda_dnn.cc:535] Could not create cudnn handle: "
+         "CUDNN_STATUS_SUBLIBRARY_LOADING_FAILED", "missing_cuda_libs"),
+        ("E0000 00:00:1712345678.123456   12345 cuda_dnn.cc:535] Could not create cudnn handle: "
+         "CUDNN_STATUS_SUBLIBRARY_VERSION_MISMATCH", "cuda_cudnn_version_mismatch"),
+        ("tensorflow.python.framework.errors_impl.ResourceExhaustedError: Failed to allocate "
+         "memory for the batch of component 0 [Op:IteratorGetNext]", "host_oom"),
+        ("InternalError: cudaGetDevice() failed. Status: system has unsupported display driver "
+         "/ cuda driver combination", "driver_too_old"),
+        ("InternalError: cudaGetDevice() failed. Status: CUDA driver is a stub library",
+         "no_gpu_visible"),
+        ("tensorflow.python.framework.errors_impl.InternalError: stream did not block host "
+         "until done; was already in an error state", "illegal_memory_access_or_hw"),
+    ],
+)  # fmt: skip
+def test_a_status_that_says_which_way_it_failed_outweighs_its_error_class(
+    line: str, first: str
+) -> None:
+    """The error class alone (InternalError, ResourceExhausted, a cuDNN handle) leans to GPU
+    memory; the status text after it says what really failed."""
+    assert ranked(line + "\n")[:1] == [first]

@@ -250,6 +250,18 @@ def test_tensorrt_and_bfc_not_a_failure_warnings_blame_nothing() -> None:
     assert d.causes == () and d.noise_lines == 3
 
 
+def test_tf1_wording_of_the_not_a_failure_warning_blames_nothing() -> None:
+    """TF 1.3 to 2.0 said it without freed_by_count; autotuning prints it by the dozen."""
+    noise = (
+        b"2019-03-11 10:21:45.123456: W tensorflow/core/common_runtime/bfc_allocator.cc:211] "
+        b"Allocator (GPU_0_bfc) ran out of memory trying to allocate 2.13GiB. The caller "
+        b"indicates that this is not a failure, but may mean that there could be performance "
+        b"gains if more memory were available.\n"
+    )
+    d = diagnose(noise * 3)
+    assert d.causes == () and d.noise_lines == 3
+
+
 def test_libcuda_missing_is_the_driver_side() -> None:
     line = b"W dso_loader.cc:64] Could not load dynamic library 'libcuda.so.1'; dlerror: nope\n"
     assert diagnose(line).causes[0].id == "no_gpu_visible"
