@@ -1211,3 +1211,13 @@ def test_a_status_that_says_which_way_it_failed_outweighs_its_error_class(
     """The error class alone (InternalError, ResourceExhausted, a cuDNN handle) leans to GPU
     memory; the status text after it says what really failed."""
     assert ranked(line + "\n")[:1] == [first]
+
+
+def test_xid_45_is_the_driver_cleaning_up_after_a_killed_process_not_a_fault() -> None:
+    """Xid 45 follows a process that was killed (Ctrl-C, the OOM killer): alone it blames
+    nothing, and after an OOM kill the kill is the cause."""
+    xid45 = "[14372.202098] NVRM: Xid (PCI:0000:0a:00): 45, pid=4242, name=python3, Ch 00000009\n"
+    assert ranked(xid45) == []
+    oom = "[14371.9] Out of memory: Killed process 4242 (python3) total-vm:48123456kB\n"
+    assert ranked(oom + xid45)[:1] == ["host_oom"]
+    assert ranked(xid45.replace(": 45,", ": 79,"))[:1] == ["illegal_memory_access_or_hw"]
