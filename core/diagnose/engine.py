@@ -279,7 +279,12 @@ class Diagnoser:
         # A run that got as far as allocating tensors was not stopped by a missing GPU: the
         # "no driver / cuInit failed" start-up notices then describe the setting, not the crash.
         if "no_gpu_visible" in scores and _went_on(self.hits):
-            scores["no_gpu_visible"] *= 0.1  # training ran (on the CPU): not why it failed
+            # training ran (on the CPU): not why it failed, unless the log asked for the GPUs
+            # and got none, and nothing else went wrong (the question is why it is on the CPU)
+            asked = _asked_and_no_gpu(self.hits) and not any(
+                v > 0 for c, v in scores.items() if c != "no_gpu_visible"
+            )
+            scores["no_gpu_visible"] *= 1.0 if asked else 0.1
         elif "no_gpu_visible" in scores and any(h in self.hits for h in _RAN_PAST_DEVICE_INIT):
             scores["no_gpu_visible"] *= 0.4
         plain_error = _plain_python_error(self.hits, by_id)
@@ -608,6 +613,12 @@ def _fixes_that_do_not_apply(hits: Mapping[str, _Hit]) -> dict[str, set[str]]:
 def _went_on(hits: Mapping[str, _Hit]) -> bool:
     """The program got on with its work (training steps, a progress bar) past the notices."""
     return "training_progress" in hits or "work_progress" in hits
+
+
+def _asked_and_no_gpu(hits: Mapping[str, _Hit]) -> bool:
+    """The log shows TensorFlow asked for its GPUs and the answer was none: an empty list, a
+    count of zero, devices that are all CPUs."""
+    return "gpu_list_empty" in hits or "gpu_device_not_found" in hits or _cpu_only_devices(hits)
 
 
 def _cpu_only_devices(hits: Mapping[str, _Hit]) -> bool:

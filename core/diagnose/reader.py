@@ -324,6 +324,13 @@ _RECORD_START = re.compile(
     rb"^(?:\d{4}-\d\d-\d\d|\[|[IWEF]\d{4}|[IWEF] |\+|\||Traceback|  File |\w*Error:|>>>)"
 )
 _DIGITS = re.compile(rb"\d+")
+_SPACES = re.compile(rb"[ \t]+")
+
+
+def _shape(line: bytes) -> bytes:
+    """A line with its numbers and its column padding left out: rows of one table (a step
+    count of 990 then of 1000, padded to one width) have one shape."""
+    return _SPACES.sub(b" ", _DIGITS.sub(b"0", line))
 
 
 def unwrap(raw: bytes) -> bytes:
@@ -352,7 +359,7 @@ def unwrap(raw: bytes) -> bytes:
     tails_short = all(len(lines[i + 1]) < width for i in cut)
     # one cut line is enough at a console's own width (cmd's 80 columns, Terminal's 120)
     if len(cut) < (1 if width in CONSOLE_WIDTHS else 2) or (
-        len({_DIGITS.sub(b"0", lines[i]) for i in cut}) < 2 and not tails_short and len(cut) > 1
+        len({_shape(lines[i]) for i in cut}) < 2 and not tails_short and len(cut) > 1
     ):
         return raw
     head = joined = -1

@@ -956,6 +956,29 @@ def test_a_run_ended_by_its_own_error_is_not_blamed_on_the_cpu_only_notices(endi
     assert ranked(_CPU_ONLY_NOTICES + ending + "\n") == []
 
 
+_EPOCH = "Epoch 1/10\n100/100 [==============================] - 30s 300ms/step - loss: 0.5\n"
+
+
+@pytest.mark.parametrize(
+    "asked",
+    [
+        ">>> print(tf.config.list_physical_devices('GPU'))\n[]\n",
+        "Num GPUs Available:  0\n",
+    ],
+    ids=["empty-list", "zero-count"],
+)
+def test_training_on_the_cpu_after_asking_for_gpus_is_the_missing_gpu(asked: str) -> None:
+    """The user printed the GPUs, got none, and training ran (slowly, on the CPU): why TF sees
+    no GPU is the question. A start-up notice alone before training blames nothing."""
+    assert ranked(asked + _EPOCH)[:1] == ["no_gpu_visible"]
+    assert ranked(asked + _EPOCH + "Killed\n")[:1] == ["host_oom"]  # then the kill is why
+    notice = (
+        "2021-01-01 10:00:00.000000: E tensorflow/stream_executor/cuda/cuda_driver.cc:328] "
+        "failed call to cuInit: CUDA_ERROR_NO_DEVICE: no CUDA-capable device is detected\n"
+    )
+    assert ranked(notice + _EPOCH) == []
+
+
 @pytest.mark.parametrize(
     "ending",
     [

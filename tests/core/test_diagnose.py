@@ -714,8 +714,13 @@ def test_the_joined_line_is_evidence_at_its_first_line_number() -> None:
         "2017-03-28 14:49:08.503782: step 0, loss = 4.67 (49.6 examples/sec; 2.581 sec/b)\n"
         "2017-03-28 14:49:10.061204: step 10, loss = 4.59 (821.9 examples/sec; 0.156 se)\n"
         "2017-03-28 14:49:11.797713: step 20, loss = 4.43 (737.1 examples/sec; 0.174 s)\n",
+        # tf_cnn_benchmarks' columns: the step count padded to one width, every row as long
+        "990     images/sec: 195.8 +/- 0.5 (jitter = 15.2)       7.106\n"
+        "990     images/sec: 195.8 +/- 0.5 (jitter = 14.8)       7.209\n"
+        "1000    images/sec: 195.8 +/- 0.5 (jitter = 15.1)       7.050\n"
+        "1000    images/sec: 195.8 +/- 0.5 (jitter = 14.9)       7.049\n",
     ],
-    ids=["nvidia-smi", "repeated", "records"],
+    ids=["nvidia-smi", "repeated", "records", "columns"],
 )
 def test_lines_that_only_look_wrapped_stay_as_they_are(text: str) -> None:
     assert unwrap(text.encode()) == text.encode()
