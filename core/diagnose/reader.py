@@ -321,8 +321,10 @@ _WRAP_WIDTHS = range(60, 256)
 CONSOLE_WIDTHS = (80, 120)
 # a line that starts a record of its own: never a wrapped line's continuation
 _RECORD_START = re.compile(
-    rb"^(?:\d{4}-\d\d-\d\d|\[|[IWEF]\d{4}|[IWEF] |\+|\||Traceback|  File |\w*Error:|>>>)"
+    rb"^(?:\d{4}-\d\d-\d\d|\[|[IWEF]\d{4}|[IWEF] |\+|\||Traceback|  File |\w*Error:|>>>"
+    rb"|Epoch \d|\d+/\d+ +(?:\[|\xe2\x94\x81))"  # Keras' epoch header and progress bar (━)
 )
+_FIRST_TOKEN = re.compile(rb"^\s*\S+")
 _DIGITS = re.compile(rb"\d+")
 _SPACES = re.compile(rb"[ \t]+")
 
@@ -331,6 +333,15 @@ def _shape(line: bytes) -> bytes:
     """A line with its numbers and its column padding left out: rows of one table (a step
     count of 990 then of 1000, padded to one width) have one shape."""
     return _SPACES.sub(b" ", _DIGITS.sub(b"0", line))
+
+
+def _same_kind(line: bytes, after: bytes) -> bool:
+    """Two rows of one numbered table (memory_profiler's line numbers, a step count): the next
+    line starts as this one does, numbers aside. A cut line's tail starts anywhere in a word."""
+    a, b = _FIRST_TOKEN.match(line), _FIRST_TOKEN.match(after)
+    return bool(a and b) and _DIGITS.search(a.group()) is not None and (
+        _shape(a.group()) == _shape(b.group())
+    )
 
 
 def unwrap(raw: bytes) -> bytes:
@@ -353,6 +364,7 @@ def unwrap(raw: bytes) -> bytes:
         and lines[i + 1].strip()
         and not lines[i].endswith((b"|", b"+", b"-", b"="))
         and not _RECORD_START.match(lines[i + 1])
+        and not _same_kind(lines[i], lines[i + 1])
     ]
     # the same line over and over at the longest length is a repeated message, not a wrap,
     # unless each is followed by a shorter tail

@@ -719,8 +719,23 @@ def test_the_joined_line_is_evidence_at_its_first_line_number() -> None:
         "990     images/sec: 195.8 +/- 0.5 (jitter = 14.8)       7.209\n"
         "1000    images/sec: 195.8 +/- 0.5 (jitter = 15.1)       7.050\n"
         "1000    images/sec: 195.8 +/- 0.5 (jitter = 14.9)       7.049\n",
+        # Keras: each epoch's bar as long as the last, then the next epoch's header
+        "".join(
+            f"Epoch {i}/10\n1875/1875 [==============================] - 5s 3ms/step - loss: "
+            f"0.{i}512 - accuracy: 0.9{i}12\n"
+            for i in range(1, 5)
+        ),
+        # memory_profiler's table: numbered rows, the longest ones followed by the next row
+        "Line #    Mem usage    Increment   Line Contents\n"
+        "     6    363.0 MiB    363.0 MiB   @profile\n"
+        "     9    363.0 MiB      0.0 MiB       media = '8560_00.mp4'\n"
+        "    11    710.4 MiB    347.4 MiB       segmentation = seg(media)\n"
+        "    12                                 \n"
+        "     6    937.0 MiB    937.0 MiB   @profile\n"
+        "    11   1282.2 MiB    345.2 MiB       segmentation = seg(media)\n"
+        "    12                                 \n",
     ],
-    ids=["nvidia-smi", "repeated", "records", "columns"],
+    ids=["nvidia-smi", "repeated", "records", "columns", "keras-epochs", "memory-profiler"],
 )
 def test_lines_that_only_look_wrapped_stay_as_they_are(text: str) -> None:
     assert unwrap(text.encode()) == text.encode()
