@@ -339,9 +339,9 @@ def _same_kind(line: bytes, after: bytes) -> bool:
     """Two rows of one numbered table (memory_profiler's line numbers, a step count): the next
     line starts as this one does, numbers aside. A cut line's tail starts anywhere in a word."""
     a, b = _FIRST_TOKEN.match(line), _FIRST_TOKEN.match(after)
-    return bool(a and b) and _DIGITS.search(a.group()) is not None and (
-        _shape(a.group()) == _shape(b.group())
-    )
+    if a is None or b is None:
+        return False
+    return _DIGITS.search(a.group()) is not None and _shape(a.group()) == _shape(b.group())
 
 
 def unwrap(raw: bytes) -> bytes:
