@@ -5,8 +5,11 @@ thread established. Two parts, split once by a hash of the source URL before any
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+
+from tfdoctor.core.model import Diagnosis
 
 ROOT = Path(__file__).parent / "fixtures" / "corpus"
 PARTS = ("dev", "sealed")
@@ -41,3 +44,39 @@ def part_for(source_url: str) -> str:
     """Where a newly collected log goes: decided by its source URL alone, once."""
     digest = hashlib.sha256(source_url.strip().encode()).digest()
     return "sealed" if digest[0] < int(256 * SEALED_SHARE) else "dev"
+
+
+@dataclass(frozen=True)
+class CutResult:
+    """What the engine answers for one log once the lines that proved its cause are gone."""
+
+    name: str
+    want: str
+    outcome: str  # "first", "top3", "other", "silent", or "nothing left"
+    got: tuple[str, ...]
+
+
+def without_key_lines(case: Case, diagnose: Callable[[bytes], Diagnosis]) -> CutResult | None:
+    """The log with the evidence lines of its (right) first cause taken out, diagnosed again.
+
+    Real pastes lose exactly those lines: the stored thread cut the paste, a console wrapped
+    the message away, the user copied the traceback but not the log above it. What is left
+    (the hint after an OOM, an abort after the import, the advice under a cuDNN mismatch) still
+    shows the cause to an expert. None for a log the engine does not get right first, or a
+    harmless one.
+    """
+    first = diagnose(case.log.encode()).causes[:1]
+    if case.want == "none" or not first or first[0].id != case.want:
+        return None
+    gone = {e.line for e in first[0].evidence}
+    kept = [ln for i, ln in enumerate(case.log.splitlines(), 1) if i not in gone]
+    if not "".join(kept).strip():
+        return CutResult(case.name, case.want, "nothing left", ())
+    got = tuple(c.id for c in diagnose("\n".join(kept).encode()).causes)
+    if not got:
+        outcome = "silent"
+    elif got[0] == case.want:
+        outcome = "first"
+    else:
+        outcome = "top3" if case.want in got[:3] else "other"
+    return CutResult(case.name, case.want, outcome, got)

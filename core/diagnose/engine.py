@@ -243,6 +243,8 @@ class Diagnoser:
 
         for sid, hit in self.hits.items():
             sig = by_id[sid]
+            if any(e in self.hits for e in sig.echo_of):
+                continue  # the message itself is there and says more
             repeat = 1.0 + 0.15 * min(hit.count - 1, 4)
             for cause, w in sig.causes.items():
                 add(cause, w * repeat, hit.lines)
@@ -414,6 +416,7 @@ _RAN_PAST_DEVICE_INIT = (
 _CPU_ALLOCATOR = re.compile(
     r"cpu|host", re.I
 )  # cpu, mklcpu, bfc_cpu_allocator_for_gpu, gpu_host_bfc
+_ABORT = re.compile(r"abort|SIGABRT|signal 6\b|\b134\b|-6\b", re.I)
 _DRIVER_SIDE = re.compile(r"^(libcuda\.so|nvcuda\.dll|libnvidia-ml|nvml\.dll)", re.I)
 # the runtime itself, cuDNN (a separate install) and CUPTI (the profiler's, optional)
 _NOT_A_TOOLKIT_SIBLING = re.compile(r"cudart|cublas(?!Lt)|cudnn|cupti", re.IGNORECASE)
@@ -928,6 +931,25 @@ def _context_rules(
             "import itself crashed it, which is what a CPU without AVX does (check with "
             "`grep -o avx /proc/cpuinfo`, or run the import in a terminal to see the message).",
         )
+
+    # `import tensorflow` and, on the next line, an abort: TensorFlow's CPU check
+    # (cpu_feature_guard) aborts the import when the CPU lacks an instruction set the build
+    # uses; its F line is what a paste keeps least (it goes to stderr, or scrolls off)
+    imported, crashed = hits.get("tf_import_statement"), hits.get("native_crash")
+    if imported and crashed and not _went_on(hits):
+        aborts = [
+            (src, n, text)
+            for src, n, text in crashed.lines
+            if _ABORT.search(text)
+            and any(s == src and 0 < n - m <= 2 for s, m, _ in imported.lines)
+        ]
+        if aborts:
+            add("cpu_instructions_unsupported", 2.0, aborts)
+            note(
+                "cpu_instructions_unsupported",
+                "`import tensorflow` aborted the process at once: TensorFlow's CPU check does "
+                "that when the CPU lacks an instruction set the build uses (AVX, AVX2, FMA).",
+            )
 
     # /proc/cpuinfo pasted: TensorFlow 1.6+ binaries need AVX.
     cpu = hits.get("cpu_flags")

@@ -26,7 +26,7 @@ from tfdoctor.core.knowledge.loader import (
 SIGNATURES_FILE = KNOWLEDGE_DIR / "signatures.toml"
 _FIELDS = {
     "id", "anchor", "pattern", "parts", "causes", "noise", "role", "examples", "counterexamples",
-    "says",
+    "says", "echo_of",
 }  # fmt: skip
 # "{group}", "{group|kib}" (a number of KiB said in MiB/GiB), "{group|bytes}", or
 # "{group|cudnn}" (cuDNN's numeric version 5103 said as 5.1.3)
@@ -53,6 +53,10 @@ class Signature:
     # sentences that say the numbers the line holds, best first: the first whose groups all
     # matched is added to the explanation of the signature's causes
     says: tuple[str, ...] = ()
+    # the messages this line follows (TF's hint after an out-of-memory error, the advice after
+    # a cuDNN mismatch): it counts only when none of them is in the log, i.e. when the paste
+    # lost the message itself, which says more
+    echo_of: tuple[str, ...] = ()
 
 
 FRAGMENT_REF = re.compile(r"\{\{(\w+)\}\}")
@@ -128,6 +132,9 @@ def load_signatures(
             for m in SAYS_FIELD.finditer(sentence):
                 if m.group("group") not in pattern.groupindex:
                     raise KnowledgeError(f"{where}: says {{{m.group('group')}}}: no such group")
+        echo_of = tuple(row.str_list("echo_of", required=False))
+        if echo_of and not weights:
+            raise KnowledgeError(f"{where}: echo_of without causes: it could never count")
         out.append(
             Signature(
                 sid,
@@ -140,8 +147,11 @@ def load_signatures(
                 counter,
                 parts,
                 says,
+                echo_of,
             )
         )
+    for sig in out:
+        check_refs(f"{path}: signature {sig.id!r}", "echo_of", sig.echo_of, seen, "signature ids")
     return tuple(out)
 
 

@@ -1244,3 +1244,92 @@ def test_xid_45_is_the_driver_cleaning_up_after_a_killed_process_not_a_fault() -
     oom = "[14371.9] Out of memory: Killed process 4242 (python3) total-vm:48123456kB\n"
     assert ranked(oom + xid45)[:1] == ["host_oom"]
     assert ranked(xid45.replace(": 45,", ": 79,"))[:1] == ["illegal_memory_access_or_hw"]
+
+
+# What a paste keeps when it loses the message that names the cause: the lines TensorFlow, the
+# kernel or a tool print around it (each form below is the residue of a real corpus log whose
+# key line was cut, wrapped away or not copied).
+@pytest.mark.parametrize(
+    ("log", "first"),
+    [
+        ("\t [[{{node up2/conv2d_transpose}}]]\nHint: If you want to see a list of allocated "
+         "tensors when OOM happens, add report_tensor_allocations_upon_oom to RunOptions for "
+         "current allocation info.\n", "gpu_oom"),
+        ("2023-07-19 09:40:04.244170: W tensorflow/core/common_runtime/bfc_allocator.cc:491] "
+         "*************************************________*************************_____________\n"
+         "Traceback (most recent call last):\n", "gpu_oom"),
+        ("If the cause is memory fragmentation maybe the environment variable "
+         "'TF_GPU_ALLOCATOR=cuda_malloc_async' will improve the situation.\n", "gpu_oom"),
+        ("[  842.574791] Memory cgroup stats for /user.slice/user-1000.slice/session-3.scope:\n"
+         "[  842.574908] [  14203]     0 14203  1127436   639908   638367     1541         0  "
+         "6303744        0             0 python\n", "host_oom"),
+        ("Killed process 10192, UID 1801, (python) total-vm:7804984kB, anon-rss:2460052kB, "
+         "file-rss:284kB\n", "host_oom"),
+        ("(compatibility version 5000) but source was compiled with 5103 (compatibility version "
+         "5100).  \nIf using a binary install, upgrade your CuDNN library to match. \n",
+         "cuda_cudnn_version_mismatch"),
+        ("ERROR: Failed to import the TensorFlow module.\n  requires that this DLL be installed in "
+         "a directory that is named in\n  your %PATH% environment variable. Download and install "
+         "CUDA 8.0 from\n", "missing_cuda_libs"),
+        (" CUDA Device Query (Runtime API) version (CUDART static linking)\n"
+         "cudaGetDeviceCount returned 35\nResult = FAIL\n", "driver_too_old"),
+        ("cudaGetDeviceCount returned 100\nResult = FAIL\n", "no_gpu_visible"),
+        ("E tensorflow/core/common_runtime/direct_session.cc:138] Internal: failed initializing "
+         "StreamExecutor for CUDA device ordinal 0: Internal: failed call to cuDevicePrimary\n",
+         "gpu_memory_contention"),
+        ("F external/org_tensorflow/tensorflow/compiler/xla/service/gpu/gemm_algorithm_picker.cc:"
+         "113] Check failed: stream->parent()->GetBlasGemmAlgorithms(&algorithms) \n",
+         "gpu_memory_contention"),
+        ("Memory access fault by GPU node-1 (Agent handle: 0x1f3c420) on address 0xa9be14000. "
+         "Reason: Page not present or supervisor privilege.\n", "illegal_memory_access_or_hw"),
+        ("=========     at void tensorflow::functor::BincountReduceKernel<int, float>(const T1 *"
+         ", T2 *, int, T1)+0x110\n=========     by thread (0,0,0) in block (0,0,0)\n"
+         "=========     Address 0x7f931dca9480 is out of bounds\n", "illegal_memory_access_or_hw"),
+        ("E tensorflow/stream_executor/cuda/cuda_gpu_executor.cc:706] failed to record "
+         "completion event; therefore, failed to create inter-stream dependency\n",
+         "illegal_memory_access_or_hw"),
+        ("⬢ [envd]❯ python main.py\nqemu: uncaught target signal 6 (Aborted) - core dumped\n",
+         "cpu_instructions_unsupported"),
+        (">>> import tensorflow\nAborted (core dumped)\n", "cpu_instructions_unsupported"),
+        ("Tracing is expensive and the excessive number of tracings could be due to \n(1) "
+         "creating @tf.function repeatedly in a loop, (2) passing tensors with different shapes"
+         ", (3) passing Python objects instead of tensors. \n", "tf_function_retracing"),
+        ("I tensorflow/tsl/platform/default/subprocess.cc:304] Start cannot spawn child process: "
+         "No such file or directory\n", "xla_ptxas_libdevice"),
+        ("  ./cuda_sdk_lib\n  /usr/local/cuda\n", "xla_ptxas_libdevice"),
+    ],
+    ids=[
+        "oom-hint", "bfc-map", "bfc-fragmentation-hint", "memcg-stats", "old-kernel-kill",
+        "cudnn-advice", "tf1-self-check-advice", "devicequery-35", "devicequery-100",
+        "streamexecutor-init", "xla-gemm-check", "rocm-fault", "sanitizer", "stream-event",
+        "qemu", "import-abort", "retracing-advice", "xla-spawn", "xla-search-list",
+    ],
+)  # fmt: skip
+def test_the_lines_around_a_lost_key_line_still_name_its_cause(log: str, first: str) -> None:
+    assert ranked(log)[:1] == [first]
+
+
+def test_an_echo_adds_nothing_when_the_message_itself_is_there() -> None:
+    """The hint after an OOM on the CPU device must not turn host RAM into GPU memory, and the
+    cuDNN advice under the mismatch line is the same fact, not a second one."""
+    cpu_oom = (
+        "ResourceExhaustedError: OOM when allocating tensor with shape[1024,1024,64] and type "
+        "float on /job:localhost/replica:0/task:0/device:CPU:0 by allocator cpu\n"
+    )
+    hint = (
+        "Hint: If you want to see a list of allocated tensors when OOM happens, add "
+        "report_tensor_allocations_upon_oom to RunOptions for current allocation info.\n"
+    )
+    assert ranked(cpu_oom + hint)[:1] == ["host_oom"]
+    mismatch = (
+        "E tensorflow/stream_executor/cuda/cuda_dnn.cc:377] Loaded runtime CuDNN library: 8.0.4 "
+        "but source was compiled with: 8.1.0.\n"
+    )
+    advice = "If using a binary install, upgrade your CuDNN library.\n"
+    alone, both = diagnose(mismatch.encode()), diagnose((mismatch + advice).encode())
+    assert both.causes[0].confidence == alone.causes[0].confidence
+
+
+def test_an_abort_not_at_the_import_is_not_the_cpu() -> None:
+    log = ">>> import tensorflow as tf\n>>> model.fit(x, y)\nEpoch 1/5\nAborted (core dumped)\n"
+    assert "cpu_instructions_unsupported" not in ranked(log)[:1]

@@ -63,6 +63,15 @@ def test_the_dev_part_scores_no_lower_than_it_did() -> None:
     assert right / len(DEV) >= DEV_TOP1_FLOOR
 
 
+def test_a_dev_log_that_lost_its_key_lines_is_still_read_from_what_is_left() -> None:
+    """Pastes lose the line that names the cause (cut, wrapped away, not copied); the lines
+    around it (TF's hint after an OOM, the advice under a cuDNN mismatch, the kernel's OOM
+    report) still show it. 38 of the 188 dev logs with lines left keep their first cause."""
+    results = [r for c in DEV if (r := corpus.without_key_lines(c, diagnose)) is not None]
+    kept = [r.name for r in results if r.outcome == "first"]
+    assert len(kept) >= 36, kept
+
+
 def test_explanations_read_cleanly_on_every_dev_log() -> None:
     # the numbers a log states are said in sentences: no doubled full stop from a version at
     # the end of the log's own sentence ("compiled with: 7.6.4."), no unfilled field
@@ -300,6 +309,8 @@ def test_signature_file_validation(tmp_path: Path) -> None:
         "no anchor in example": good.replace('anchor = "boom"', 'anchor = "bang"'),
         r"unknown field\(s\) colour": good + 'colour = "red"\n',
         "no fragment 'loud'": good.replace('pattern = "boom"', 'pattern = "{{loud}}"'),
+        "echo_of names unknown signature ids nothing": good + 'echo_of = ["nothing"]\n',
+        "echo_of without causes": good.replace("gpu_oom = 1.0", "") + 'echo_of = ["x"]\n',
     }
     for what, text in bad.items():
         with pytest.raises(KnowledgeError, match=what):
