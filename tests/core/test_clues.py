@@ -1333,3 +1333,27 @@ def test_an_echo_adds_nothing_when_the_message_itself_is_there() -> None:
 def test_an_abort_not_at_the_import_is_not_the_cpu() -> None:
     log = ">>> import tensorflow as tf\n>>> model.fit(x, y)\nEpoch 1/5\nAborted (core dumped)\n"
     assert "cpu_instructions_unsupported" not in ranked(log)[:1]
+
+
+@pytest.mark.parametrize(
+    ("log", "first"),
+    [
+        ("2023-08-31 15:12:03.523307: I tensorflow/core/common_runtime/gpu/gpu_device.cc:1990] "
+         "Ignoring visible gpu device (device: 0, name: AMD Radeon RX 7900 XT, pci bus id: "
+         "0000:03:00.0) with AMDGPU version : gfx1100. The supported AMDGPU versions are gfx1030"
+         ", gfx900, gfx906, gfx908, gfx90a.\n", "unsupported_gpu_arch"),
+        ("I tensorflow/core/common_runtime/bfc_allocator.cc:639] Bin (1048576):   Total Chunks: "
+         "0, Chunks in use: 0 0B allocated for chunks. 0B client-requested for chunks.\n"
+         "I tensorflow/core/common_runtime/bfc_allocator.cc:639] Bin (2097152):   Total Chunks: "
+         "1, Chunks in use: 1 2.0MiB allocated for chunks.\n", "gpu_oom"),
+        ("2021-07-09 00:20:36.437981: I tensorflow/core/common_runtime/bfc_allocator.cc:1054] 1 "
+         "Chunks of size 1280 totalling 1.2KiB\n2021-07-09 00:20:36.438404: I tensorflow/core/"
+         "common_runtime/bfc_allocator.cc:1054] 44 Chunks of size 2048 totalling 88.0KiB\n",
+         "gpu_oom"),
+    ],
+    ids=["rocm-supported-versions", "tf0-bin-rows", "chunk-summary"],
+)  # fmt: skip
+def test_other_wordings_of_a_known_report(log: str, first: str) -> None:
+    """ROCm's newer list of supported GPUs; the BFC dump's rows in TF 0.x and its chunk
+    summary, all a stored paste kept of an out-of-memory report (real, corpus round 24)."""
+    assert ranked(log)[:1] == [first]
