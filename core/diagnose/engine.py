@@ -936,12 +936,17 @@ def _context_rules(
     # (cpu_feature_guard) aborts the import when the CPU lacks an instruction set the build
     # uses; its F line is what a paste keeps least (it goes to stderr, or scrolls off)
     imported, crashed = hits.get("tf_import_statement"), hits.get("native_crash")
-    if imported and crashed and not _went_on(hits):
+    aborted = [ln for ln in crashed.lines if _ABORT.search(ln[2])] if crashed else []
+    started = _went_on(hits) or any(h in hits for h in ("fit_call", *_RAN_PAST_DEVICE_INIT))
+    if aborted and not started:
+        # a bare abort (not a segfault) before any work: TensorFlow's fatal log lines abort,
+        # and its CPU check is the one a paste loses most; a clue among candidates, no verdict
+        add("cpu_instructions_unsupported", 0.55, aborted)
+    if imported and aborted and not _went_on(hits):
         aborts = [
             (src, n, text)
-            for src, n, text in crashed.lines
-            if _ABORT.search(text)
-            and any(s == src and 0 < n - m <= 2 for s, m, _ in imported.lines)
+            for src, n, text in aborted
+            if any(s == src and 0 < n - m <= 2 for s, m, _ in imported.lines)
         ]
         if aborts:
             add("cpu_instructions_unsupported", 2.0, aborts)

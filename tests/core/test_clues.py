@@ -544,12 +544,23 @@ def test_a_gpu_named_or_a_cpu_set_in_code_is_not_a_missing_gpu() -> None:
     ids=["pycharm-sigabrt", "zsh-segv", "subprocess-minus-11", "docker-build-139"],
 )
 def test_a_native_crash_however_the_parent_reports_it_gives_candidates(line: str) -> None:
-    """The same crash as 'Segmentation fault (core dumped)', only reported by the IDE, zsh,
-    subprocess or docker: the same low-confidence candidates, never silence."""
+    """The same crash as bash's 'Segmentation fault (core dumped)' or 'Aborted (core dumped)',
+    only reported by the IDE, zsh, subprocess or docker: the same low-confidence candidates,
+    never silence."""
     said = diagnose(line.encode()).causes
-    bash = diagnose(b"Segmentation fault (core dumped)\n").causes
+    abort = "SIGABRT" in line
+    bash = diagnose(
+        b"Aborted (core dumped)\n" if abort else b"Segmentation fault (core dumped)\n"
+    ).causes
     assert [c.id for c in said] == [c.id for c in bash] and said
     assert all(c.confidence <= 0.3 for c in said)
+
+
+def test_a_bare_abort_suspects_the_cpu_check_a_segfault_does_not() -> None:
+    """TensorFlow's fatal log lines abort, and its CPU check (AVX) is the one a paste loses
+    most; a segfault is never that check."""
+    assert "cpu_instructions_unsupported" in ranked("Aborted (core dumped)\n")
+    assert "cpu_instructions_unsupported" not in ranked("Segmentation fault (core dumped)\n")
 
 
 def test_a_huge_host_allocation_is_a_suspect_only_beside_a_failure() -> None:
