@@ -1042,6 +1042,7 @@ def _context_rules(
     _backpedal_rule(hits, add, note)
     _small_refusal_rule(hits, add, note)
     _host_alloc_rule(hits, add, note)
+    _small_pinned_rule(hits, add, note)
 
     # BFC out-of-memory: the request size and the other clues tell the three causes apart.
     # cuDNN/cuBLAS handle failures plus a small device: someone else had the memory.
@@ -1285,6 +1286,29 @@ def _host_alloc_rule(hits: Mapping[str, _Hit], add: Any, note: Any) -> None:
             "host_oom",
             f"The process took {format_size(total)} of host memory in {len(hit.groups)} "
             "allocations of a gigabyte or more.",
+        )
+
+
+PINNED_TINY = 16 << 20  # no machine's RAM runs out for a pinned buffer this small
+_PINNED_SIZE = re.compile(r"(?:size:?|alloc(?:ate)?)\s+(\d+)")
+
+
+def _small_pinned_rule(hits: Mapping[str, _Hit], add: Any, note: Any) -> None:
+    """The driver refused a small pinned host buffer: RAM that short would have had the
+    process killed first. Pinned memory is mapped for the GPU, and TensorFlow's grab-all pool
+    had left the driver no room on the device: allow_growth is the fix."""
+    hit = hits.get("host_pinned_alloc_failed")
+    if hit is None:
+        return
+    sizes = [int(m[1]) for _, _, t in hit.lines if (m := _PINNED_SIZE.search(t))]
+    if sizes and max(sizes) < PINNED_TINY:
+        add("host_oom", -3.0)
+        add("gpu_memory_contention", 2.5, hit.lines[:2])
+        note(
+            "gpu_memory_contention",
+            f"The driver refused a pinned host buffer of only {format_size(max(sizes))}: "
+            "not the machine's RAM, but no room left on the GPU to map it, which TensorFlow's "
+            "default of taking all GPU memory causes.",
         )
 
 

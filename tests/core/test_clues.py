@@ -1368,3 +1368,29 @@ def test_other_wordings_of_a_known_report(log: str, first: str) -> None:
     """ROCm's newer list of supported GPUs; the BFC dump's rows in TF 0.x and its chunk
     summary, all a stored paste kept of an out-of-memory report (real, corpus round 24)."""
     assert ranked(log)[:1] == [first]
+
+
+def test_a_tiny_pinned_buffer_refused_is_the_gpu_full_not_the_ram() -> None:
+    """2304 bytes of pinned host memory refused (real, rishizek/tensorflow-deeplab-v3-plus#8,
+    fixed by allow_growth): the RAM is not that short; the GPU had no room left to map it. An
+    8 GiB pinned buffer refused is the RAM."""
+    tiny = (
+        "W ./tensorflow/core/common_runtime/gpu/pool_allocator.h:195] could not allocate pinned "
+        "host memory of size: 2304\nE tensorflow/stream_executor/cuda/cuda_driver.cc:967] failed "
+        "to alloc 2304 bytes on host: CUDA_ERROR_UNKNOWN\n"
+    )
+    assert ranked(tiny)[:1] == ["gpu_memory_contention"]
+    huge = (
+        "E0000 00:00:1712345678.123456   12345 cuda_executor.cc:1120] Failed to allocate pinned "
+        "host memory of size 8589934592\n"
+    )
+    assert ranked(huge)[:1] == ["host_oom"]
+
+
+def test_configure_on_native_windows_says_tf_has_no_gpu_there() -> None:
+    line = (
+        "`WARNING: Cannot build with CUDA support on Windows. Starting in TF 2.11, CUDA build is "
+        "not supported for Windows. To use TensorFlow GPU on Windows, you will need to "
+        "build/install TensorFlow in WSL2.`\n"
+    )
+    assert ranked(line)[:1] == ["no_gpu_visible"]
