@@ -88,8 +88,9 @@ def load_signatures(
             missing from a matching example (the prefilter would never find it).
     """
     known = causes_mod.causes() if causes is None else causes
-    top = Row(read_toml(path), str(path), {"signature", "fragment"})
+    top = Row(read_toml(path), str(path), {"signature", "fragment", "echo_group"})
     fragments = dict(top.str_table("fragment"))
+    groups = _echo_groups(top)
     out: list[Signature] = []
     seen: set[str] = set()
     for i, raw in enumerate(top.tables("signature"), 1):
@@ -132,7 +133,11 @@ def load_signatures(
             for m in SAYS_FIELD.finditer(sentence):
                 if m.group("group") not in pattern.groupindex:
                     raise KnowledgeError(f"{where}: says {{{m.group('group')}}}: no such group")
-        echo_of = tuple(row.str_list("echo_of", required=False))
+        echo_of = tuple(
+            sid
+            for name in row.str_list("echo_of", required=False)
+            for sid in groups.get(name, (name,))
+        )
         if echo_of and not weights:
             raise KnowledgeError(f"{where}: echo_of without causes: it could never count")
         out.append(
@@ -150,9 +155,21 @@ def load_signatures(
                 echo_of,
             )
         )
+    for name, ids in groups.items():
+        check_refs(f"{path}: [echo_group] {name}", "it", ids, seen, "signature ids")
     for sig in out:
         check_refs(f"{path}: signature {sig.id!r}", "echo_of", sig.echo_of, seen, "signature ids")
     return tuple(out)
+
+
+def _echo_groups(top: Row) -> dict[str, tuple[str, ...]]:
+    """``[echo_group]``: name = [signature ids], the messages several echoes follow, written
+    once; an ``echo_of`` entry may name a group."""
+    raw = top.data.get("echo_group", {})
+    if not isinstance(raw, dict):
+        raise KnowledgeError(f"{top.where}: echo_group must be a table of name = [ids]")
+    where = f"{top.where}: [echo_group]"
+    return {name: Row({name: ids}, where, {name}).str_list(name) for name, ids in raw.items()}
 
 
 @functools.cache

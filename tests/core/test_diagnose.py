@@ -311,6 +311,9 @@ def test_signature_file_validation(tmp_path: Path) -> None:
         "no fragment 'loud'": good.replace('pattern = "boom"', 'pattern = "{{loud}}"'),
         "echo_of names unknown signature ids nothing": good + 'echo_of = ["nothing"]\n',
         "echo_of without causes": good.replace("gpu_oom = 1.0", "") + 'echo_of = ["x"]\n',
+        r"\[echo_group\] oom: it names unknown signature ids nothing": (
+            '[echo_group]\noom = ["nothing"]\n' + good
+        ),
     }
     for what, text in bad.items():
         with pytest.raises(KnowledgeError, match=what):
@@ -321,6 +324,15 @@ def test_signature_file_validation(tmp_path: Path) -> None:
     )
     (sig,) = engine.load_signatures(_write(tmp_path, "fragment.toml", shared))
     assert sig.pattern.search("a booooom") and not sig.pattern.search("a bm")
+    # the messages several echoes follow are written once, as a group
+    grouped = (
+        '[echo_group]\nboth = ["x", "y"]\n'
+        + good
+        + good.replace('"x"', '"y"', 1)
+        + (good.replace('"x"', '"z"', 1) + 'echo_of = ["both"]\n')
+    )
+    *_, echo = engine.load_signatures(_write(tmp_path, "group.toml", grouped))
+    assert echo.echo_of == ("x", "y")
 
 
 def test_cli_diagnose_stdin_json_and_bad_input(tmp_path: Path) -> None:
