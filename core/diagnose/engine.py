@@ -942,11 +942,10 @@ def _context_rules(
         # a bare abort (not a segfault) before any work: TensorFlow's fatal log lines abort,
         # and its CPU check is the one a paste loses most; a clue among candidates, no verdict
         add("cpu_instructions_unsupported", 0.55, aborted)
-    if imported and aborted and not _went_on(hits):
         aborts = [
             (src, n, text)
             for src, n, text in aborted
-            if any(s == src and 0 < n - m <= 2 for s, m, _ in imported.lines)
+            if imported and any(s == src and 0 < n - m <= 2 for s, m, _ in imported.lines)
         ]
         if aborts:
             add("cpu_instructions_unsupported", 2.0, aborts)
