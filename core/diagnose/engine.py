@@ -218,7 +218,10 @@ class Diagnoser:
                 hit.lines.append((chunk.source, chunk.line_at(start), line.strip()[:500]))
                 hit.groups.append(groups)
             if sig.role == "series":  # every reading counts: never saturated
-                value = _reading(groups.get("value", ""), groups.get("unit", ""))
+                value = _reading(  # a pattern with two forms names the second's value2
+                    groups.get("value") or groups.get("value2", ""),
+                    groups.get("unit") or groups.get("unit2", ""),
+                )
                 readings = self.series.setdefault(sig.id, [])
                 if value is not None and len(readings) < SERIES_KEPT:
                     where = (chunk.source, chunk.line_at(start), line.strip()[:500])
@@ -487,6 +490,10 @@ MEMORY_SERIES = (
     "free_used",
     "top_python_res",
     "nvidia_smi_used",
+    "nvidia_smi_process_used",
+    "top_mem_used",
+    "ps_python_rss",
+    "docker_stats_mem",
     "memory_profiler_entry",
     "size_column",
     "psutil_svmem_used",

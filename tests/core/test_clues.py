@@ -1394,3 +1394,87 @@ def test_configure_on_native_windows_says_tf_has_no_gpu_there() -> None:
         "build/install TensorFlow in WSL2.`\n"
     )
     assert ranked(line)[:1] == ["no_gpu_visible"]
+
+
+@pytest.mark.parametrize(
+    ("log", "first"),
+    [
+        # TF 1.0-1.2's cuda_dnn wording of a cuDNN handle that could not be made
+        ("E tensorflow/stream_executor/cuda/cuda_dnn.cc:359] cudnn library could not create a "
+         "handle: CUDNN_STATUS_INTERNAL_ERROR", "gpu_memory_contention"),
+        # cuBLAS's status in words (TF 2.16+), and cublasLt's handle
+        ("E0000 00:00:1712000000.123456   12345 cuda_blas.cc:190] failed to create cublas handle: "
+         "the resource allocation failed", "gpu_memory_contention"),
+        ("E tensorflow/stream_executor/cuda/cuda_blas_lt.cc:150] failed to create cublasLt handle: "
+         "cublas error", "gpu_memory_contention"),
+        ("E0000 00:00:1712000000.123456   12345 cuda_blas.cc:193] Failure to initialize cublas may "
+         "be due to OOM (cublas needs some free memory when you initialize it, and your "
+         "deep-learning framework may have preallocated more than its fair share), or may be "
+         "because this binary was not built with support for the GPU in your machine.",
+         "gpu_memory_contention"),
+        ("E tensorflow/stream_executor/cuda/cuda_fft.cc:223] failed to make cuFFT batched plan:5\n"
+         "F tensorflow/stream_executor/cuda/cuda_fft.cc:435] failed to initialize batched cufft "
+         "plan with customized allocator: Failed to make cuFFT batched plan.",
+         "gpu_memory_contention"),
+        ("E tensorflow/core/common_runtime/gpu/gpu_device.cc:1] StreamExecutor cuda device (0) is "
+         "of insufficient compute capability: 3.5 required, device is 3.0", "unsupported_gpu_arch"),
+        ("InvalidArgumentError: Could not satisfy device specification '/job:localhost/replica:0/"
+         "task:0/device:GPU:0'. enable_soft_placement=0. Supported device types [CPU]. All "
+         "available devices [/job:localhost/replica:0/task:0/device:CPU:0].", "no_gpu_visible"),
+        ("RuntimeError: /job:localhost/replica:0/task:0/device:GPU:0 unknown device.",
+         "no_gpu_visible"),
+        ("WARNING:absl:No GPU/TPU found, falling back to CPU. (Set TF_CPP_MIN_LOG_LEVEL=0 and "
+         "rerun for more info.)", "no_gpu_visible"),
+        (">>> K.tensorflow_backend._get_available_gpus()\n[]", "no_gpu_visible"),
+    ],
+    ids=["cudnn-tf1.0", "cublas-words", "cublaslt", "cublas-hint", "cufft-plan", "tf1-min-cc",
+         "supported-types-cpu", "unknown-device", "jax-fallback", "keras-gpus"],
+)  # fmt: skip
+def test_wordings_from_other_tf_releases(log: str, first: str) -> None:
+    assert ranked(log)[:1] == [first]
+
+
+def test_the_cublas_hint_adds_nothing_under_its_own_error() -> None:
+    err = "E cuda_blas.cc:190] failed to create cublas handle: the resource allocation failed\n"
+    hint = "E cuda_blas.cc:193] Failure to initialize cublas may be due to OOM (cublas needs some\n"
+    both = diagnose((err + hint).encode()).causes[0]
+    alone = diagnose(err.encode()).causes[0]
+    assert both.id == alone.id == "gpu_memory_contention"
+    assert both.confidence == alone.confidence
+
+
+@pytest.mark.parametrize(
+    "rows",
+    [
+        ["|    0   N/A  N/A     12345      C   python                          {v}MiB |"],
+        ["MiB Mem :  15885.2 total,   4000.3 free,   {v}.5 used,   3884.4 buff/cache"],
+        ["Mem:  16330252k total,  {v}000k used,  8330252k free,   300000k buffers"],
+        ["root      1234 99.0 25.3 12345678 {v}000 pts/0  R+   10:00   1:23 python train.py"],
+        ["abc123def456   train     100.5%    {v}MiB / 15872MiB      20.6%     1kB / 0B  0B / 0B"],
+        ["maxrss: {v}000"],
+    ],
+    ids=["nvidia-smi-process", "top-header", "top-procps3", "ps-aux", "docker-stats", "maxrss"],
+)
+def test_a_process_or_machine_memory_growing_snapshot_after_snapshot_is_a_leak(
+    rows: list[str],
+) -> None:
+    growing = "".join(r.format(v=v) + "\n" for v in (2048, 3100, 4200, 5300) for r in rows)
+    steady = "".join(r.format(v=v) + "\n" for v in (4200, 4100, 4200, 4150) for r in rows)
+    assert ranked(growing)[:1] == ["memory_leak"]
+    assert "memory_leak" not in ranked(steady)
+
+
+def test_memory_told_growing_in_a_loop_is_a_leak_but_a_size_reached_is_not() -> None:
+    told = "Memory keeps increasing when calling model.predict() in a loop until it is killed."
+    assert ranked(told)[:1] == ["memory_leak"]
+    assert ranked("RAM usage grows steadily until the kernel dies")[:1] == ["memory_leak"]
+    assert ranked("memory grows to 10 GB and stays there") == []
+
+
+def test_a_leak_hunters_tools_showing_growth() -> None:
+    objgraph = "dict                           123456     +2000\nlist      98765     +1500\n"
+    assert ranked(objgraph)[:1] == ["memory_leak"]
+    trace = ("/site-packages/tensorflow/python/framework/ops.py:1234: size=512 MiB (+512 MiB), "
+             "count=12345 (+12345), average=43 KiB")  # fmt: skip
+    assert ranked(trace)[:1] == ["memory_leak"]
+    assert ranked("ops.py:1234: size=512 MiB, count=12345, average=43 KiB") == []
