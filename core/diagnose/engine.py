@@ -125,7 +125,6 @@ class Diagnoser:
         if chunk.source not in self.sources:
             self.sources.append(chunk.source)
         bfc = self._bfc.setdefault(chunk.source, BfcParser())
-        self.lines_read += chunk.lines
         if self._matcher is None or self._skipped > REBUILD_AFTER_SKIPPED:
             # One automaton finds the live anchors and the BFC parser's trigger words. It is
             # built again without the saturated ones only when they keep matching (a repeated
@@ -168,6 +167,8 @@ class Diagnoser:
             self._examine(chunk, line_start, line_end, line_anchors)
         if bfc_starts or not bfc.idle:
             bfc.feed_chunk(chunk.first_line, raw, bfc_starts, chunk.line_at, listing)
+        # last: the line numbers looked up above already counted most of the chunk's breaks
+        self.lines_read += chunk.lines
 
     def _unsaturated_anchors(self) -> tuple[str, ...]:
         """Anchors of signatures that can still change the result.

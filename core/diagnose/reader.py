@@ -52,20 +52,31 @@ class Chunk:
     (no character offsets to keep), and most of a huge log is never decoded at all. `text`
     decodes on first use (undecodable bytes become U+FFFD, line by line as a whole-chunk
     decode would). `lines` is how many lines the chunk holds.
+
+    Line breaks are counted lazily, each stretch once: the line numbers of the few lines the
+    engine reports first, then `lines` counts only what is left after the last of them (a
+    whole count up front would be a second pass over every byte of a long log).
     """
 
-    __slots__ = ("_numbers", "_offsets", "_text", "first_line", "lines", "raw", "source")
+    __slots__ = ("_lines", "_numbers", "_offsets", "_text", "first_line", "raw", "source")
 
     def __init__(self, source: str, first_line: int, raw: bytes, text: str | None = None):
         self.source = source
         self.first_line = first_line
         self.raw = raw
-        newlines = raw.count(b"\n")
-        self.lines = newlines + (1 if raw and not raw.endswith(b"\n") else 0)
         self._text = text
-        # line numbers found so far, by byte offset: counted lazily, each stretch once
-        self._offsets = [0, len(raw)]
-        self._numbers = [first_line, first_line + newlines]
+        self._lines: int | None = None
+        # line numbers found so far, by byte offset (ascending)
+        self._offsets = [0]
+        self._numbers = [first_line]
+
+    @property
+    def lines(self) -> int:
+        if self._lines is None:
+            raw = self.raw
+            newlines = self.line_at(len(raw)) - self.first_line
+            self._lines = newlines + (1 if raw and not raw.endswith(b"\n") else 0)
+        return self._lines
 
     @property
     def text(self) -> str:
