@@ -1050,6 +1050,7 @@ def _context_rules(
     _small_refusal_rule(hits, add, note)
     _host_alloc_rule(hits, add, note)
     _small_pinned_rule(hits, add, note)
+    _torch_oom_rule(hits, add, note)
 
     # BFC out-of-memory: the request size and the other clues tell the three causes apart.
     # cuDNN/cuBLAS handle failures plus a small device: someone else had the memory.
@@ -1317,6 +1318,28 @@ def _small_pinned_rule(hits: Mapping[str, _Hit], add: Any, note: Any) -> None:
             "not the machine's RAM, but no room left on the GPU to map it, which TensorFlow's "
             "default of taking all GPU memory causes.",
         )
+
+
+def _torch_oom_rule(hits: Mapping[str, _Hit], add: Any, note: Any) -> None:
+    """PyTorch out of GPU memory while it held little of the card itself, and the card had
+    almost nothing free: the rest was held elsewhere (another process, a TensorFlow pool in
+    the same notebook)."""
+    hit = hits.get("torch_cuda_oom")
+    if hit is None:
+        return
+    for where, groups in zip(hit.lines, hit.groups, strict=False):
+        total, free, held = (parse_size(groups.get(k, "").replace(" ", "")) for k in
+                             ("total", "free", "reserved"))  # fmt: skip
+        if total and free is not None and held is not None:
+            if held < 0.4 * total and free < 0.1 * total:
+                add("gpu_oom", -2.5)
+                add("gpu_memory_contention", 4.0, [where])
+                note(
+                    "gpu_memory_contention",
+                    f"PyTorch held only {format_size(held)} of the GPU's {format_size(total)} "
+                    f"and {format_size(free)} was free: the rest was held elsewhere.",
+                )
+            return
 
 
 def _initializer_oom_rule(hits: Mapping[str, _Hit], add: Any, note: Any) -> None:

@@ -1478,3 +1478,33 @@ def test_a_leak_hunters_tools_showing_growth() -> None:
              "count=12345 (+12345), average=43 KiB")  # fmt: skip
     assert ranked(trace)[:1] == ["memory_leak"]
     assert ranked("ops.py:1234: size=512 MiB, count=12345, average=43 KiB") == []
+
+
+@pytest.mark.parametrize(
+    ("log", "first"),
+    [
+        ("[2023-01-01 10:00:00 +0000] [1] [ERROR] Worker (pid:8) was sent SIGKILL! Perhaps out "
+         "of memory?", "host_oom"),
+        ("NVIDIA GeForce RTX 3090 with CUDA capability sm_86 is not compatible with the current "
+         "PyTorch installation.", "unsupported_gpu_arch"),
+        ("E0000 00:00:1712000000.123456   12345 gpu_executor.cc:100] Failed to load in-memory "
+         "CUBIN (compiled for a different GPU?).", "unsupported_gpu_arch"),
+        ("torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB (GPU 0; "
+         "7.79 GiB total capacity; 5.20 GiB already allocated; 1.00 GiB free; 6.30 GiB reserved "
+         "in total by PyTorch)", "gpu_oom"),
+    ],
+    ids=["gunicorn-sigkill", "torch-sm", "xla-cubin", "torch-oom"],
+)  # fmt: skip
+def test_what_servers_and_a_second_framework_say(log: str, first: str) -> None:
+    assert ranked(log)[:1] == [first]
+
+
+def test_pytorch_short_of_gpu_memory_it_never_held_is_memory_held_elsewhere() -> None:
+    log = (
+        "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB (GPU 0; "
+        "7.79 GiB total capacity; 1.20 GiB already allocated; 5.00 MiB free; 1.30 GiB reserved "
+        "in total by PyTorch)"
+    )
+    d = diagnose(log.encode())
+    assert d.causes[0].id == "gpu_memory_contention"
+    assert "1.3 GiB" in d.causes[0].explanation and "7.8 GiB" in d.causes[0].explanation
