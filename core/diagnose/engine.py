@@ -1173,9 +1173,10 @@ def _bfc_rules(
     # the log shows.
     biggest = max((o.request_bytes or 0) for _, o in failures)
     lines = [ln for src, o in failures for ln in lines_of(src, o)]
-    if benign and max((o.request_bytes or 0) for _, o in benign) > biggest:
-        # A huge allocation retried before a small one failed: the pool holds big chunks
-        # and cannot serve the small request contiguously.
+    if benign and max((o.request_bytes or 0) for _, o in benign) >= 8 * biggest:
+        # A huge allocation retried beside a small one that failed: the pool holds big
+        # chunks and cannot serve the small request contiguously. (A failed request of a
+        # few times less is the workload's own: the pool is full for both.)
         add(
             "fragmentation",
             3.0,
@@ -1183,8 +1184,8 @@ def _bfc_rules(
         )
         note(
             "fragmentation",
-            "The allocator first failed a very large allocation and then "
-            "a small one: memory is there, but not in one piece.",
+            "The allocator retried a very large allocation and failed a far smaller "
+            "one: memory is there, but not in one piece.",
         )
     elif biggest and biggest < 256 << 20:
         add("gpu_memory_contention", 1.6, lines)

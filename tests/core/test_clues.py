@@ -1508,3 +1508,46 @@ def test_pytorch_short_of_gpu_memory_it_never_held_is_memory_held_elsewhere() ->
     d = diagnose(log.encode())
     assert d.causes[0].id == "gpu_memory_contention"
     assert "1.3 GiB" in d.causes[0].explanation and "7.8 GiB" in d.causes[0].explanation
+
+
+@pytest.mark.parametrize(
+    ("log", "first"),
+    [
+        # ROCm's HIP says it has no code object for the GPU (real, ROCm/tensorflow-upstream#1187)
+        ('/src/external/hip-on-vdi/rocclr/hip_code_object.cpp:120: guarantee(false && '
+         '"hipErrorNoBinaryForGpu: Coudn\'t find binary for current devices!")\n'
+         "Aborted (core dumped)", "unsupported_gpu_arch"),
+        # faceswap's own words for TF's OOM (real, deepfakes/faceswap#899)
+        ("10/08/2019 22:53:01 MainProcess     MainThread      cli             execute_script"
+         "            ERROR    You do not have enough GPU memory available to train the "
+         "selected model at the selected settings.", "gpu_oom"),
+        # the eager wording of no cuDNN plugin (real, googlecolab/colabtools#3011)
+        ("UnknownError: Graph execution error:\n\nFail to find the dnn implementation.\n"
+         "\t [[{{node CudnnRNN}}]]", "cuda_cudnn_version_mismatch"),
+    ],
+    ids=["hip-no-binary", "faceswap-oom", "no-dnn-implementation"],
+)  # fmt: skip
+def test_round_26_wordings(log: str, first: str) -> None:
+    assert ranked(log)[:1] == [first]
+
+
+def test_a_huge_retry_then_a_somewhat_smaller_failure_is_the_workloads_oom() -> None:
+    """A 3.38 GiB workspace retried, then 765 MiB failed (real, talmolab/sleap#628, a 1920x1088
+    video): the pool is full for both, not fragmented. 4.64 GiB retried beside 34 MiB failing
+    (real, knaw-huc/loghi#55, fixed by cuda_malloc_async) stays fragmentation."""
+    benign = (
+        "W tensorflow/core/common_runtime/bfc_allocator.cc:275] Allocator (GPU_0_bfc) ran out of "
+        "memory trying to allocate {big} with freed_by_count=0. The caller indicates that this "
+        "is not a failure, but may mean that there could be performance gains if more memory "
+        "were available.\n"
+    )
+    failed = (
+        "W tensorflow/core/common_runtime/bfc_allocator.cc:462] Allocator (GPU_0_bfc) ran out of "
+        "memory trying to allocate {small} (rounded to {rounded})requested by op concat\n"
+        "If the cause is memory fragmentation maybe the environment variable "
+        "'TF_GPU_ALLOCATOR=cuda_malloc_async' will improve the situation.\n"
+    )
+    oom = benign.format(big="3.38GiB") + failed.format(small="765.00MiB", rounded=802160640)
+    frag = failed.format(small="34.10MiB", rounded=35758080) + benign.format(big="4.64GiB")
+    assert ranked(oom)[:1] == ["gpu_oom"]
+    assert ranked(frag)[:1] == ["fragmentation"]
