@@ -471,6 +471,8 @@ def _plain_python_error(
     return hit.lines[-1]
 
 
+# cuSOLVER's major-10 library, CUDA 10.1 to 11.0 only (Linux soname, Windows DLL)
+_CUSOLVER_10 = re.compile(r"(?:libcusolver\.so\.10|cusolver64_10\.dll)$")
 SERIES_KEPT = 5000
 _UNITS = {"": 1, "B": 1, "BYTES": 1, "K": 2**10, "KB": 10**3, "KIB": 2**10, "M": 2**20,
           "MB": 10**6, "MIB": 2**20, "G": 2**30, "GB": 10**9, "GIB": 2**30}  # fmt: skip
@@ -727,6 +729,16 @@ def _context_rules(
                     "cuda_cudnn_version_mismatch",
                     f"TensorFlow looks for {lib}: CUDA {want[0]}.{want[1]} is the version this "
                     "build needs, and another one is likely installed.",
+                )
+            elif _CUSOLVER_10.match(lib):
+                # cuSOLVER kept its major 10 from CUDA 10.1 to 11.0 (TF 2.1-2.4); CUDA 11.1 on
+                # ships libcusolver.so.11: the CUDA installed is most likely a later one
+                lib_add(lib, "cuda_cudnn_version_mismatch", 2.6, line)
+                lib_add(lib, "missing_cuda_libs", 2.2, line)
+                note(
+                    "cuda_cudnn_version_mismatch",
+                    f"TensorFlow looks for {lib}, which only CUDA 10.1 to 11.0 provide: a "
+                    "later CUDA (libcusolver.so.11) is likely installed.",
                 )
             elif want is not None and want[0] >= 11 and RUNTIME_LIB.search(lib):
                 # From CUDA 11 on the runtime's file name carries only the major (every 11.x

@@ -1551,3 +1551,21 @@ def test_a_huge_retry_then_a_somewhat_smaller_failure_is_the_workloads_oom() -> 
     frag = failed.format(small="34.10MiB", rounded=35758080) + benign.format(big="4.64GiB")
     assert ranked(oom)[:1] == ["gpu_oom"]
     assert ranked(frag)[:1] == ["fragmentation"]
+
+
+def test_cusolver_10_missing_is_a_later_cuda_installed() -> None:
+    """libcusolver.so.10 is CUDA 10.1-11.0's cuSOLVER; TF 2.4 on CUDA 11.1+ misses it (real,
+    tensorflow#43947 fixed by going back to CUDA 11.0; kundajelab/chrombpnet#49)."""
+    for lib in ("libcusolver.so.10", "cusolver64_10.dll"):
+        assert ranked(DLOPEN.format(lib=lib))[:2] == [
+            "cuda_cudnn_version_mismatch",
+            "missing_cuda_libs",
+        ]
+    assert ranked(DLOPEN.format(lib="libcusolver.so.11"))[:1] == ["missing_cuda_libs"]
+
+
+def test_directml_finding_no_adapter_is_a_gpu_it_cannot_run_on() -> None:
+    """Real, microsoft/DirectML#329: an Intel HD 5500 is older than the plugin supports."""
+    assert ranked("DirectML device enumeration: found 0 compatible adapters.")[:1] == [
+        "unsupported_gpu_arch"
+    ]
