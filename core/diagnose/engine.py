@@ -1063,6 +1063,7 @@ def _context_rules(
     _host_alloc_rule(hits, add, note)
     _small_pinned_rule(hits, add, note)
     _torch_oom_rule(hits, add, note)
+    _rising_sizes_rule(hits, add, note)
 
     # BFC out-of-memory: the request size and the other clues tell the three causes apart.
     # cuDNN/cuBLAS handle failures plus a small device: someone else had the memory.
@@ -1331,6 +1332,32 @@ def _small_pinned_rule(hits: Mapping[str, _Hit], add: Any, note: Any) -> None:
             "not the machine's RAM, but no room left on the GPU to map it, which TensorFlow's "
             "default of taking all GPU memory causes.",
         )
+
+
+_SIZE_IN_LINE = re.compile(r"(\d+(?:\.\d+)?)\s*([KMG]i?B)\b", re.IGNORECASE)
+
+
+def _rising_sizes_rule(hits: Mapping[str, _Hit], add: Any, note: Any) -> None:
+    """Memory told on one line, reading after reading ("1.2 GB -> 2.4 GB -> 3.6 GB"): when
+    each is larger than the one before and the last is half again the first, it grew."""
+    hit = hits.get("sizes_in_a_line")
+    if hit is None:
+        return
+    for where in hit.lines:
+        sizes = [float(v) * _UNITS[u.upper()] for v, u in _SIZE_IN_LINE.findall(where[2])]
+        if (
+            len(sizes) >= 3
+            and sizes[0] > 0
+            and all(b > a for a, b in itertools.pairwise(sizes))
+            and sizes[-1] >= 1.5 * sizes[0]
+        ):
+            add("memory_leak", 3.0, [where])
+            note(
+                "memory_leak",
+                f"Memory rose reading after reading on one line: {len(sizes)} readings, "
+                f"by {sizes[-1] / sizes[0] - 1:.0%}.",
+            )
+            return
 
 
 def _torch_oom_rule(hits: Mapping[str, _Hit], add: Any, note: Any) -> None:

@@ -1569,3 +1569,36 @@ def test_directml_finding_no_adapter_is_a_gpu_it_cannot_run_on() -> None:
     assert ranked("DirectML device enumeration: found 0 compatible adapters.")[:1] == [
         "unsupported_gpu_arch"
     ]
+
+
+@pytest.mark.parametrize(
+    "log",
+    [
+        "RuntimeError: Found no NVIDIA driver on your system. Please check that you have an "
+        "NVIDIA GPU and installed a driver from http://www.nvidia.com/Download/index.aspx",
+        "CUDA_VISIBLE_DEVICES=NoDevFiles",
+        "INFO:    Could not find any nv files on this host!",
+        "E tensorflow/compiler/xla/stream_executor/rocm/rocm_driver.cc:302] failed call to "
+        "hipInit: HIP_ERROR_InvalidDevice",
+        "NvRmMemInitNvmap failed with Permission denied",
+        "ValueError: To call `multi_gpu_model` with `gpus=2`, we expect the following devices to "
+        "be available: ['/cpu:0', '/gpu:0', '/gpu:1']. However this machine only has: "
+        "['/cpu:0']. Try reducing `gpus`.",
+    ],
+    ids=["torch", "slurm", "singularity", "rocm", "jetson", "keras-multi-gpu"],
+)
+def test_other_tools_saying_the_process_has_no_gpu(log: str) -> None:
+    assert ranked(log)[:1] == ["no_gpu_visible"]
+
+
+def test_a_leak_checker_or_sizes_rising_on_one_line_is_a_leak() -> None:
+    assert ranked("==12345==    definitely lost: 1,234,567 bytes in 5,678 blocks")[:1] == [
+        "memory_leak"
+    ]
+    assert ranked("==12345==    definitely lost: 0 bytes in 0 blocks") == []
+    assert ranked("memory usage: 1.2 GB -> 2.4 GB -> 3.6 GB -> 4.8 GB")[:1] == ["memory_leak"]
+    assert ranked("RAM after 1st call: 1200MB, after 2nd call: 2400MB, after 3rd: 3600MB")[:1] == [
+        "memory_leak"
+    ]
+    assert ranked("memory per worker: 3.6 GB, 2.4 GB, 1.2 GB") == []
+    assert ranked("memory: 1.2 GB -> 1.2 GB -> 1.3 GB") == []
