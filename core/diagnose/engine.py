@@ -1064,6 +1064,7 @@ def _context_rules(
     _small_pinned_rule(hits, add, note)
     _torch_oom_rule(hits, add, note)
     _rising_sizes_rule(hits, add, note)
+    _cpu_only_pip_rule(hits, add, note)
 
     # BFC out-of-memory: the request size and the other clues tell the three causes apart.
     # cuDNN/cuBLAS handle failures plus a small device: someone else had the memory.
@@ -1335,6 +1336,31 @@ def _small_pinned_rule(hits: Mapping[str, _Hit], add: Any, note: Any) -> None:
 
 
 _SIZE_IN_LINE = re.compile(r"(\d+(?:\.\d+)?)\s*([KMG]i?B)\b", re.IGNORECASE)
+
+
+def _cpu_only_pip(version: str) -> bool:
+    """pip's `tensorflow` of this version is a CPU-only build: every release before 2.1 but
+    1.15.0 (TF 1.15.0 and 2.1.0 release notes; 1.15.2 split the packages again)."""
+    parts = tuple(int(p) for p in version.split("."))
+    return parts < (2, 1) and parts[:3] != (1, 15, 0)
+
+
+def _cpu_only_pip_rule(hits: Mapping[str, _Hit], add: Any, note: Any) -> None:
+    """The pip `tensorflow` package installed is a CPU-only release, and no GPU package (nor a
+    GPU device made) is in sight: TensorFlow cannot use the GPU at all."""
+    hit = hits.get("pip_tensorflow_version")
+    if hit is None or "tensorflow_gpu_package" in hits or "created_device_memory" in hits:
+        return
+    for where, groups in zip(hit.lines, hit.groups, strict=False):
+        version = groups.get("v1") or groups.get("v2") or groups.get("v3") or ""
+        if version and _cpu_only_pip(version):
+            add("no_gpu_visible", 2.5, [where])
+            note(
+                "no_gpu_visible",
+                f"pip's tensorflow {version} is a CPU-only build: before 2.1 the GPU build "
+                "was the separate tensorflow-gpu package.",
+            )
+            return
 
 
 def _rising_sizes_rule(hits: Mapping[str, _Hit], add: Any, note: Any) -> None:

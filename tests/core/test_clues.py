@@ -1602,3 +1602,22 @@ def test_a_leak_checker_or_sizes_rising_on_one_line_is_a_leak() -> None:
     ]
     assert ranked("memory per worker: 3.6 GB, 2.4 GB, 1.2 GB") == []
     assert ranked("memory: 1.2 GB -> 1.2 GB -> 1.3 GB") == []
+
+
+@pytest.mark.parametrize(
+    ("log", "blamed"),
+    [
+        ("tensorflow           1.14.0\ntensorflow-estimator 1.14.0\n", True),
+        ("numpy==1.16.4\ntensorflow==1.13.1\nkeras==2.2.4\n", True),
+        ("Successfully installed tensorboard-2.0.2 tensorflow-2.0.0 tensorflow-estimator-2.0.1",
+         True),
+        # 1.15.0's pip package held the GPU build too; from 2.1 on every one does
+        ("tensorflow           1.15.0\n", False),
+        ("tensorflow           2.4.1\n", False),
+        # the GPU package beside it, or a GPU device made: the GPU build is there
+        ("tensorflow           1.14.0\ntensorflow-gpu       1.14.0\n", False),
+    ],
+    ids=["pip-list", "pip-freeze", "pip-install-2.0", "1.15.0", "2.4", "gpu-package-too"],
+)  # fmt: skip
+def test_pips_tensorflow_before_2_1_is_a_cpu_only_build(log: str, blamed: bool) -> None:
+    assert (ranked(log)[:1] == ["no_gpu_visible"]) is blamed
