@@ -1621,3 +1621,23 @@ def test_a_leak_checker_or_sizes_rising_on_one_line_is_a_leak() -> None:
 )  # fmt: skip
 def test_pips_tensorflow_before_2_1_is_a_cpu_only_build(log: str, blamed: bool) -> None:
     assert (ranked(log)[:1] == ["no_gpu_visible"]) is blamed
+
+
+@pytest.mark.parametrize(
+    ("log", "first"),
+    [
+        ("W tensorflow/core/common_runtime/gpu/gpu_device.cc:1] Cannot dlopen all CUDA "
+         "libraries.", "missing_cuda_libs"),
+        ("W tensorflow/core/foo.cc:1] Error loading CUDA libraries. GPU will not be used.",
+         "missing_cuda_libs"),
+        ("E tensorflow/compiler/tf2tensorrt/utils/trt_allocator.cc:1] Ran out of GPU memory "
+         "when allocating 0 bytes for", "gpu_oom"),
+        ("No visible GPU devices.", "no_gpu_visible"),
+        ("No supported cuda capabilities in binary.", "unsupported_gpu_arch"),
+    ],
+    ids=["dlopen-all", "loading-cuda", "trt-oom", "no-visible", "no-capabilities"],
+)  # fmt: skip
+def test_more_messages_from_the_wheels_own_strings(log: str, first: str) -> None:
+    """Message texts found in the TF 1.15-2.21 wheels' own libraries, in the words a log
+    prints them."""
+    assert ranked(log)[:1] == [first]
