@@ -1641,3 +1641,15 @@ def test_more_messages_from_the_wheels_own_strings(log: str, first: str) -> None
     """Message texts found in the TF 1.15-2.21 wheels' own libraries, in the words a log
     prints them."""
     assert ranked(log)[:1] == [first]
+
+
+@pytest.mark.parametrize(
+    "row",
+    ["Allocated: {v}", "step 10 current_mem {v}M", "heap size: {v} MB"],
+    ids=["allocated", "current-mem", "heap"],
+)
+def test_more_names_for_memory_printed_call_after_call(row: str) -> None:
+    growing = "".join(row.format(v=v) + "\n" for v in (1024, 2048, 3072, 4096))
+    steady = "".join(row.format(v=v) + "\n" for v in (2048, 2040, 2050, 2048))
+    assert ranked(growing)[:1] == ["memory_leak"]
+    assert ranked(steady) == []
