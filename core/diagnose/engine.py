@@ -218,15 +218,19 @@ class Diagnoser:
             if len(hit.lines) < EVIDENCE_PER_SIGNATURE:
                 hit.lines.append((chunk.source, chunk.line_at(start), line.strip()[:500]))
                 hit.groups.append(groups)
-            if sig.role == "series":  # every reading counts: never saturated
-                value = _reading(  # a pattern with two forms names the second's value2
-                    groups.get("value") or groups.get("value2", ""),
-                    groups.get("unit") or groups.get("unit2", ""),
-                )
+            if sig.role in ("series", "sizes_line"):  # every reading counts: never saturated
+                if sig.role == "series":
+                    value = _reading(  # a pattern with two forms names the second's value2
+                        groups.get("value") or groups.get("value2", ""),
+                        groups.get("unit") or groups.get("unit2", ""),
+                    )
+                    values = [] if value is None else [value]
+                else:  # several readings told on one line, in order
+                    values = [_reading(v, u) or 0.0 for v, u in _SIZE_IN_LINE.findall(line)]
                 readings = self.series.setdefault(sig.id, [])
-                if value is not None and len(readings) < SERIES_KEPT:
+                if values and len(readings) < SERIES_KEPT:
                     where = (chunk.source, chunk.line_at(start), line.strip()[:500])
-                    readings.append((where, value))
+                    readings += [(where, v) for v in values]
                 continue
             if hit.count == SATURATED:
                 for a in sig.anchors:
@@ -474,6 +478,8 @@ def _plain_python_error(
 # cuSOLVER's major-10 library, CUDA 10.1 to 11.0 only (Linux soname, Windows DLL)
 _CUSOLVER_10 = re.compile(r"(?:libcusolver\.so\.10|cusolver64_10\.dll)$")
 SERIES_KEPT = 5000
+# a memory size in a line that tells several ("1.2 GB -> 2.4 GB -> 3.6 GB")
+_SIZE_IN_LINE = re.compile(r"(\d+(?:\.\d+)?)\s*([KMG]i?B)\b", re.IGNORECASE)
 _UNITS = {"": 1, "B": 1, "BYTES": 1, "K": 2**10, "KB": 10**3, "KIB": 2**10, "M": 2**20,
           "MB": 10**6, "MIB": 2**20, "G": 2**30, "GB": 10**9, "GIB": 2**30}  # fmt: skip
 
@@ -497,6 +503,7 @@ MEMORY_SERIES = (
     "top_mem_used",
     "ps_python_rss",
     "docker_stats_mem",
+    "sizes_in_a_line",
     "memory_profiler_entry",
     "size_column",
     "psutil_svmem_used",
@@ -1063,7 +1070,6 @@ def _context_rules(
     _host_alloc_rule(hits, add, note)
     _small_pinned_rule(hits, add, note)
     _torch_oom_rule(hits, add, note)
-    _rising_sizes_rule(hits, add, note)
     _cpu_only_pip_rule(hits, add, note)
 
     # BFC out-of-memory: the request size and the other clues tell the three causes apart.
@@ -1335,9 +1341,6 @@ def _small_pinned_rule(hits: Mapping[str, _Hit], add: Any, note: Any) -> None:
         )
 
 
-_SIZE_IN_LINE = re.compile(r"(\d+(?:\.\d+)?)\s*([KMG]i?B)\b", re.IGNORECASE)
-
-
 def _cpu_only_pip(version: str) -> bool:
     """pip's `tensorflow` of this version is a CPU-only build: every release before 2.1 but
     1.15.0 (TF 1.15.0 and 2.1.0 release notes; 1.15.2 split the packages again)."""
@@ -1359,29 +1362,6 @@ def _cpu_only_pip_rule(hits: Mapping[str, _Hit], add: Any, note: Any) -> None:
                 "no_gpu_visible",
                 f"pip's tensorflow {version} is a CPU-only build: before 2.1 the GPU build "
                 "was the separate tensorflow-gpu package.",
-            )
-            return
-
-
-def _rising_sizes_rule(hits: Mapping[str, _Hit], add: Any, note: Any) -> None:
-    """Memory told on one line, reading after reading ("1.2 GB -> 2.4 GB -> 3.6 GB"): when
-    each is larger than the one before and the last is half again the first, it grew."""
-    hit = hits.get("sizes_in_a_line")
-    if hit is None:
-        return
-    for where in hit.lines:
-        sizes = [float(v) * _UNITS[u.upper()] for v, u in _SIZE_IN_LINE.findall(where[2])]
-        if (
-            len(sizes) >= 3
-            and sizes[0] > 0
-            and all(b > a for a, b in itertools.pairwise(sizes))
-            and sizes[-1] >= 1.5 * sizes[0]
-        ):
-            add("memory_leak", 3.0, [where])
-            note(
-                "memory_leak",
-                f"Memory rose reading after reading on one line: {len(sizes)} readings, "
-                f"by {sizes[-1] / sizes[0] - 1:.0%}.",
             )
             return
 
