@@ -1071,6 +1071,7 @@ def _context_rules(
     _small_pinned_rule(hits, add, note)
     _torch_oom_rule(hits, add, note)
     _cpu_only_pip_rule(hits, add, note)
+    _rocm_fault_rule(hits, add, note)
 
     # BFC out-of-memory: the request size and the other clues tell the three causes apart.
     # cuDNN/cuBLAS handle failures plus a small device: someone else had the memory.
@@ -1362,6 +1363,35 @@ def _cpu_only_pip_rule(hits: Mapping[str, _Hit], add: Any, note: Any) -> None:
                 "no_gpu_visible",
                 f"pip's tensorflow {version} is a CPU-only build: before 2.1 the GPU build "
                 "was the separate tensorflow-gpu package.",
+            )
+            return
+
+
+# the AMD ISAs TF-ROCm builds code for: its own "The supported AMDGPU versions are gfx1030,
+# gfx900, gfx906, gfx908, gfx90a" (TF-ROCm 2.12-2.14's gpu_device.cc), and the MI300 (gfx94x)
+# and RDNA3 (gfx1100) targets its later releases add
+TF_ROCM_ISAS = frozenset(
+    {"gfx900", "gfx906", "gfx908", "gfx90a", "gfx940", "gfx941", "gfx942", "gfx1030", "gfx1100"}
+)
+
+
+def _rocm_fault_rule(hits: Mapping[str, _Hit], add: Any, note: Any) -> None:
+    """A GPU memory access fault on an AMD GPU the ROCm build has no code for (its ISA is not
+    one TF-ROCm supports, or it is run as another with HSA_OVERRIDE_GFX_VERSION): the fault is
+    the unsupported GPU's, not a program's bad address or the hardware's."""
+    fault = hits.get("gpu_memory_access_fault")
+    stated = hits.get("amd_isa_stated")
+    if fault is None or stated is None:
+        return
+    for where, groups in zip(stated.lines, stated.groups, strict=False):
+        isa = groups.get("isa")
+        if isa is None or isa.lower() not in TF_ROCM_ISAS:
+            add("unsupported_gpu_arch", 4.5, [where, *fault.lines[:1]])
+            add("illegal_memory_access_or_hw", -2.0)
+            why = f"its ISA {isa} is not one" if isa else "it is run as another GPU, not as one"
+            note(
+                "unsupported_gpu_arch",
+                f"The AMD GPU faulted, and {why} TensorFlow's ROCm build has code for.",
             )
             return
 

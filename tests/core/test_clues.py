@@ -1653,3 +1653,22 @@ def test_more_names_for_memory_printed_call_after_call(row: str) -> None:
     steady = "".join(row.format(v=v) + "\n" for v in (2048, 2040, 2050, 2048))
     assert ranked(growing)[:1] == ["memory_leak"]
     assert ranked(steady) == []
+
+
+@pytest.mark.parametrize(
+    ("isa", "first"),
+    [
+        ("gfx803", "unsupported_gpu_arch"),  # Polaris: TF-ROCm 2.x dropped gfx8
+        ("gfx1010", "unsupported_gpu_arch"),  # Navi 10: never in TF-ROCm's list
+        ("gfx90a:sramecc+:xnack-", "illegal_memory_access_or_hw"),  # an MI210 it supports
+    ],
+)
+def test_a_rocm_fault_on_a_gpu_the_build_has_no_code_for_is_the_gpu(isa: str, first: str) -> None:
+    log = (
+        f"pciBusID: 0000:03:00.0 name: AMD GPU     ROCm AMDGPU Arch: {isa}\n"
+        "Memory access fault by GPU node-1 (Agent handle: 0x55d5c5b4b0c0) on address "
+        "0x7f2d3c000000. Reason: Page not present or supervisor privilege.\n"
+    )
+    assert ranked(log)[:1] == [first]
+    forced = "export HSA_OVERRIDE_GFX_VERSION=10.3.0\n" + log.splitlines()[1]
+    assert ranked(forced)[:1] == ["unsupported_gpu_arch"]
