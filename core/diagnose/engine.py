@@ -720,33 +720,11 @@ def _context_rules(
                     f"{lib} is part of the NVIDIA driver, not of CUDA: the "
                     "driver is missing here (or the container was started without the GPU).",
                 )
-            elif (
-                (want := cuda_soname(lib)) is not None
-                and want[1] is not None
-                and want[0] <= 10
-                and TOOLKIT_LIB.search(lib)
-                and "cupti" not in lib.lower()  # CUPTI lives off the loader path (extras/)
-            ):
-                # Up to CUDA 10 the file name carries the minor too (libcudart.so.10.1,
-                # libcublas.so.9.0, cublas64_80.dll), so another minor installed is the common
-                # case: the version in its name says which CUDA this build needs
+            elif (pinned := _one_cuda_named(lib, want := cuda_soname(lib))) is not None:
+                # the file name says which CUDA the build needs: another one is installed
                 lib_add(lib, "cuda_cudnn_version_mismatch", 2.6, line)
                 lib_add(lib, "missing_cuda_libs", 2.2, line)
-                note(
-                    "cuda_cudnn_version_mismatch",
-                    f"TensorFlow looks for {lib}: CUDA {want[0]}.{want[1]} is the version this "
-                    "build needs, and another one is likely installed.",
-                )
-            elif _CUSOLVER_10.match(lib):
-                # cuSOLVER kept its major 10 from CUDA 10.1 to 11.0 (TF 2.1-2.4); CUDA 11.1 on
-                # ships libcusolver.so.11: the CUDA installed is most likely a later one
-                lib_add(lib, "cuda_cudnn_version_mismatch", 2.6, line)
-                lib_add(lib, "missing_cuda_libs", 2.2, line)
-                note(
-                    "cuda_cudnn_version_mismatch",
-                    f"TensorFlow looks for {lib}, which only CUDA 10.1 to 11.0 provide: a "
-                    "later CUDA (libcusolver.so.11) is likely installed.",
-                )
+                note("cuda_cudnn_version_mismatch", f"TensorFlow looks for {lib}{pinned}")
             elif want is not None and want[0] >= 11 and RUNTIME_LIB.search(lib):
                 # From CUDA 11 on the runtime's file name carries only the major (every 11.x
                 # is libcudart.so.11.0): any CUDA 11 would do, so none is installed or on the
@@ -1340,6 +1318,33 @@ def _small_pinned_rule(hits: Mapping[str, _Hit], add: Any, note: Any) -> None:
             "not the machine's RAM, but no room left on the GPU to map it, which TensorFlow's "
             "default of taking all GPU memory causes.",
         )
+
+
+def _one_cuda_named(lib: str, want: tuple[int, int | None] | None) -> str | None:
+    """What a CUDA library's file name pins down, when it names so narrow a range of CUDA
+    releases that another release installed is the common reason it is not found; else None.
+
+    Up to CUDA 10 the name carries the minor too (libcudart.so.10.1, libcublas.so.9.0,
+    cublas64_80.dll). cuSOLVER kept its major 10 from CUDA 10.1 to 11.0 (TF 2.1-2.4), and
+    CUDA 11.1 on ships libcusolver.so.11.
+    """
+    if (
+        want is not None
+        and want[1] is not None
+        and want[0] <= 10
+        and TOOLKIT_LIB.search(lib)
+        and "cupti" not in lib.lower()  # CUPTI lives off the loader path (extras/)
+    ):
+        return (
+            f": CUDA {want[0]}.{want[1]} is the version this build needs, and another one is "
+            "likely installed."
+        )
+    if _CUSOLVER_10.match(lib):
+        return (
+            ", which only CUDA 10.1 to 11.0 provide: a later CUDA (libcusolver.so.11) is "
+            "likely installed."
+        )
+    return None
 
 
 def _cpu_only_pip(version: str) -> bool:
