@@ -346,6 +346,15 @@ def _shape(line: bytes) -> bytes:
     return _SPACES.sub(b" ", _DIGITS.sub(b"0", line))
 
 
+_GAP = re.compile(rb"\S(?: {2,}|\t+)(?=\S)")
+
+
+def _table_rows(line: bytes, after: bytes) -> bool:
+    """Two rows of one table printed in columns (free's, top's, ps's), whose rows a terminal
+    pads to one width: each has three column gaps or more. Wrapped text has hardly any."""
+    return len(_GAP.findall(line)) >= 3 and len(_GAP.findall(after)) >= 3
+
+
 def _same_kind(line: bytes, after: bytes) -> bool:
     """Two rows of one numbered table (memory_profiler's line numbers, a step count): the next
     line starts as this one does, numbers aside. A cut line's tail starts anywhere in a word."""
@@ -376,6 +385,7 @@ def unwrap(raw: bytes) -> bytes:
         and not lines[i].endswith((b"|", b"+", b"-", b"="))
         and not _RECORD_START.match(lines[i + 1])
         and not _same_kind(lines[i], lines[i + 1])
+        and not _table_rows(lines[i], lines[i + 1])
     ]
     # the same line over and over at the longest length is a repeated message, not a wrap,
     # unless each is followed by a shorter tail

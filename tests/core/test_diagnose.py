@@ -757,8 +757,15 @@ def test_the_joined_line_is_evidence_at_its_first_line_number() -> None:
         "     6    937.0 MiB    937.0 MiB   @profile\n"
         "    11   1282.2 MiB    345.2 MiB       segmentation = seg(media)\n"
         "    12                                 \n",
+        # free's table, asked for again and again: its rows are padded to 80 columns
+        "              total        used        free      shared  buff/cache   available\n"
+        "Mem:          15895        3011       10234         120        2650       12405\n"
+        "Swap:          2047           0        2047\n"
+        "              total        used        free      shared  buff/cache   available\n"
+        "Mem:          15895        6120        7125         120        2650        9290\n"
+        "Swap:          2047           0        2047\n",
     ],
-    ids=["nvidia-smi", "repeated", "records", "columns", "keras-epochs", "memory-profiler"],
+    ids=["nvidia-smi", "repeated", "records", "columns", "keras-epochs", "memory-profiler", "free"],
 )
 def test_lines_that_only_look_wrapped_stay_as_they_are(text: str) -> None:
     assert unwrap(text.encode()) == text.encode()
