@@ -1082,6 +1082,13 @@ def _rows(fmt: str, values: list[object]) -> str:
             "Mem:          15885       {}        1200         120        2500       3000",
             [8000, 9500, 11000, 12500, 14000],
         ),
+        # free asked again and again, with its header: rows padded to 80 columns
+        _rows(
+            "              total        used        free      shared  buff/cache   available\n"
+            "Mem:          15895       {:5}       10234         120        2650       12405\n"
+            "Swap:          2047           0        2047",
+            [3011, 6120, 9380],
+        ),
         _rows("Epoch {0}/10 - mem {0}.2G", [1, 2, 3, 4, 5]),
         _rows("memory_used_mb={}", [1100, 1500, 1900, 2300, 2700]),
         _rows("Memory (MB): {}", [1100, 1500, 1900, 2300, 2700]),
