@@ -119,6 +119,9 @@ class Diagnoser:
         self._bfc: dict[str, BfcParser] = {}  # per input: line numbers restart in each
         # readings a log prints over time (memory after each step...): (line, value) each
         self.series: dict[str, list[tuple[tuple[str, int, str], float]]] = {}
+        # the worker processes of one job (Ray's "(pid=N)", MPI's "[1,N]<stderr>:") whose GPU
+        # memory failed: worker -> its first such line
+        self.workers: dict[str, tuple[str, int, str]] = {}
 
     def feed(self, chunk: Chunk) -> None:
         raw = chunk.raw
@@ -200,6 +203,13 @@ class Diagnoser:
                 self._seen.clear()
             seen = self._seen[piece] = (line, matched)
         line, matched = seen
+        refused = any(sig.id in _GPU_MEMORY_FAILED for sig, _ in matched)
+        if refused and len(self.workers) < WORKERS_KEPT:
+            tag = _WORKER_TAG.match(piece)
+            if tag is not None:
+                worker = next(g for g in tag.groups() if g is not None).decode()
+                where = (chunk.source, chunk.line_at(start), line.strip()[:500])
+                self.workers.setdefault(worker, where)
         # the source file or the error's class is only a clue for a message nothing else
         # explains (blames or calls harmless; a fact such as the platform explains nothing)
         if (
@@ -283,6 +293,7 @@ class Diagnoser:
         fact_rules(stated, add, _noter(notes), gpu_symptom=symptom)
         _bfc_rules(ooms, self.hits, add, notes, facts)
         _holder_rule(self.hits, scores, add, _noter(notes), facts)
+        _shared_by_workers_rule(self.workers, add, _noter(notes))
         _device_refusal_rule(self.hits, add, _noter(notes))
         if not any(v > 0 for v in scores.values()) and not self.noise_lines:
             _speed_only_rule(self.series, add, notes)
@@ -1685,6 +1696,34 @@ def _holder_rule(
             "Nothing in what you gave shows another process on the GPU: to tell, run "
             "`nvidia-smi` while it trains (or check the environment on the first step).",
         )
+
+
+# A line of one worker process of a job, as the job's launcher tags it: Ray's "(pid=4240)" or
+# "(RolloutWorker pid=4240)", Open MPI's and Horovod's "[1,3]<stderr>:", torchrun's "[rank3]:"
+_WORKER_TAG = re.compile(
+    rb"^\s*(?:\((?:[\w.]+[ \t]+)?pid=(\d+)|\[\d+,(\d+)\]<std(?:err|out)>|\[rank(\d+)\]:)"
+)
+WORKERS_KEPT = 16
+# the device itself refused memory (not a tensor the model asked for)
+_GPU_MEMORY_FAILED = ("cuda_out_of_memory", "device_init_out_of_memory", *_OOM_FAILURES)
+
+
+def _shared_by_workers_rule(
+    workers: Mapping[str, tuple[str, int, str]], add: Any, note: Callable[[str, str], None]
+) -> None:
+    """Several worker processes of one job each failing to get GPU memory: they share the GPU,
+    and the first to start took nearly all of it (TensorFlow's default), whatever one of them
+    alone would need."""
+    if len(workers) < 2:
+        return
+    add("gpu_memory_contention", 2.0, list(workers.values())[:3])
+    note(
+        "gpu_memory_contention",
+        f"{len(workers)} worker processes of one job (pids or ranks "
+        f"{', '.join(list(workers)[:4])}) each failed to get GPU memory: they share the GPU. "
+        "Give each worker its own GPU (CUDA_VISIBLE_DEVICES) or a share of it (memory growth "
+        "or a memory limit per process).",
+    )
 
 
 def _benign_lines(hits: Mapping[str, _Hit], src: str, oom: BfcOom) -> list[tuple[str, int, str]]:

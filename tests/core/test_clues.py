@@ -436,6 +436,33 @@ def test_a_context_that_got_no_memory_means_the_gpu_was_full_before() -> None:
     assert "gpu_oom" in ranked(grow)[:2]
 
 
+def _refused(prefix: str, size: str) -> str:
+    return (
+        f"{prefix}2021-01-25 03:36:41.436526: I tensorflow/stream_executor/cuda/cuda_driver.cc:775"
+        f"] failed to allocate {size} from device: CUDA_ERROR_OUT_OF_MEMORY: out of memory\n"
+    )
+
+
+@pytest.mark.parametrize(
+    "tags",
+    [
+        ["(pid=4241) ", "(pid=4224) ", "(pid=4242) "],  # Ray's workers (ray-project/ray#13680)
+        ["(RolloutWorker pid=811) ", "(RolloutWorker pid=812) "],
+        ["[1,0]<stderr>:", "[1,1]<stderr>:"],  # Open MPI / Horovod ranks
+        ["[rank0]: ", "[rank1]: "],
+    ],
+)
+def test_workers_of_one_job_each_refused_gpu_memory_share_the_gpu(tags: list[str]) -> None:
+    log = "".join(_refused(t, "3.88G (4162022400 bytes)") for t in tags)
+    assert ranked(log)[:1] == ["gpu_memory_contention"]
+    d = diagnose(log.encode())
+    assert "worker processes of one job" in d.causes[0].explanation
+    # one worker alone, refused again and again, is a workload that does not fit
+    alone = "".join(_refused(tags[0], s) for s in ("3.88G (4162022400 bytes)", "2.08G (1 bytes)"))
+    told = " ".join(c.explanation for c in diagnose(alone.encode()).causes)
+    assert "worker processes" not in told
+
+
 CUDART_216 = (
     "2024-03-01 12:00:00.000000: I external/local_tsl/tsl/cuda/cudart_stub.cc:32] Could not "
     "find cuda drivers on your machine, GPU will not be used.\n"
