@@ -118,7 +118,7 @@ def test_a_gpu_too_old_for_any_tensorflow_needs_no_version(device: str, sure: bo
     log = f"I gpu_device.cc:1405] Found device 0 with properties:\n{device}\n"
     got = first(log)
     assert got is not None and got[0] == "unsupported_gpu_arch"
-    assert (got[1] >= 0.8) is sure and ("3.0" in got[2] or "3.5" in got[2])
+    assert (got[1] >= 0.9) is sure and ("3.0" in got[2] or "3.5" in got[2])
     newer = "pciBusID: 0000:02:00.0 name: GeForce RTX 2080 computeCapability: 7.5\n"
     assert first(log + newer) is None
     created = (
