@@ -305,12 +305,13 @@ def _driver_for_wanted(
     add: Callable[[str, float, list[Line]], None],
     note: Callable[[str, str], None],
 ) -> None:
-    """A CUDA runtime TensorFlow looks for against the driver the log shows: a driver older
-    than that CUDA needs stops the GPU even once the library is installed."""
+    """A CUDA runtime TensorFlow looks for, or loaded, against the driver the log shows: a
+    driver older than that CUDA needs stops the GPU even once the library is installed."""
     if stated.driver is None:
         return
     platform: Platform = "windows" if stated.windows is not None else "linux"
-    for line, lib in stated.wanted:
+    loaded = [stated.runs_cuda] if stated.runs_cuda is not None else []
+    for line, lib in [*stated.wanted, *loaded]:
         want = cuda_soname(lib)
         if want is None or not RUNTIME_LIB.search(lib):
             continue
@@ -319,11 +320,13 @@ def _driver_for_wanted(
         if req is None or not _older(stated.driver, req.minimum):
             continue
         where = [line, stated.driver_line] if stated.driver_line else [line]
-        add("driver_too_old", 3.0, where)
+        runs = (line, lib) in loaded  # what the build uses, as sure as its version stated
+        add("driver_too_old", 4.0 if runs else 3.0, where)
         family = cuda if want[0] <= 10 else f"{want[0]}.x"
+        verb = "loaded" if runs else "looks for"
         note(
             "driver_too_old",
-            f"TensorFlow looks for {lib} (CUDA {family}), which needs NVIDIA driver "
+            f"TensorFlow {verb} {lib} (CUDA {family}), which needs NVIDIA driver "
             f"{req.minimum} or newer; the log shows driver {stated.driver}. Installing that CUDA "
             "alone will not do: update the driver first.",
         )

@@ -176,3 +176,21 @@ def test_tf_built_for_another_cuda_major_than_installed() -> None:
     )
     assert got is not None and got[0] == "cuda_cudnn_version_mismatch"
     assert "built and tested with CUDA 12" in got[2] and "CUDA 11.8 installed" in got[2]
+
+
+@pytest.mark.parametrize(("driver", "too_old"), [("418.67", True), ("460.32.03", False)])
+def test_a_cuda_runtime_tf_loaded_needs_its_driver(driver: str, too_old: bool) -> None:
+    """No TF version stated, but the CUDA runtime it loaded names the CUDA release: nvidia-smi's
+    driver below what that release needs is why CUDA will not start."""
+    log = (
+        f"| NVIDIA-SMI {driver}       Driver Version: {driver}       CUDA Version: 10.1     |\n"
+        "2021-01-01 10:00:00.000000: I tensorflow/stream_executor/platform/default/dso_loader.cc:"
+        "49] Successfully opened dynamic library libcudart.so.11.0\n"
+        "2021-01-01 10:00:00.000000: E tensorflow/stream_executor/cuda/cuda_driver.cc:328] failed "
+        "call to cuInit: CUDA_ERROR_UNKNOWN: unknown error\n"
+    )
+    got = first(log)
+    assert got is not None
+    assert (got[0] == "driver_too_old") is too_old
+    if too_old:
+        assert "loaded libcudart.so.11.0" in got[2] and driver in got[2]
