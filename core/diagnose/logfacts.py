@@ -194,6 +194,17 @@ def _cc_without_version(
         )
 
 
+def _another_release(have: str, need: str, cuda: bool) -> bool:
+    """Another major; for CUDA up to 10, another minor too (no minor-version compatibility
+    then: a build for 10.1 looks for libcudart.so.10.1)."""
+    h, n = have.split("."), need.split(".")
+    if h[0] != n[0]:
+        return True
+    return (
+        cuda and h[0].isdigit() and int(h[0]) <= 10 and len(h) > 1 and len(n) > 1 and h[1] != n[1]
+    )
+
+
 def fact_rules(
     stated: Stated,
     add: Callable[[str, float, list[Line]], None],
@@ -231,14 +242,20 @@ def fact_rules(
 
     # The CUDA / cuDNN installed is not the one the build was tested with, and GPU libraries
     # failed to load (or no GPU is in use).
+    tested = compat.tested_cuda(tf)
+    no_gpu = gpu_symptom or stated.no_gpu_symptom is not None
     build = compat.tf_build(tf)
-    if build is not None and (stated.wanted or gpu_symptom):
+    # before tensorflow[and-cuda] (2.14) TF used the system's CUDA: another one explains a GPU
+    # TF does not use; from then on pip brings its own and a system CUDA may be idle
+    system_cuda = build is None or build.and_cuda_install is None
+    if tested is not None and (stated.wanted or no_gpu):
         for have, line, need, what in (
-            (stated.cuda, stated.cuda_line, build.cuda, "CUDA"),
-            (str(stated.cudnn) if stated.cudnn else None, stated.cudnn_line, build.cudnn, "cuDNN"),
+            (stated.cuda, stated.cuda_line, tested[0], "CUDA"),
+            (str(stated.cudnn) if stated.cudnn else None, stated.cudnn_line, tested[1], "cuDNN"),
         ):
-            if have and line and need and have.split(".")[0] != need.split(".")[0]:
-                add("cuda_cudnn_version_mismatch", 2.5, [*tf_line, line])
+            if have and line and need and _another_release(have, need, what == "CUDA"):
+                weight = 3.5 if no_gpu and system_cuda else 2.5
+                add("cuda_cudnn_version_mismatch", weight, [*tf_line, line])
                 note(
                     "cuda_cudnn_version_mismatch",
                     f"TensorFlow {tf} is built and tested with {what} {need}; the log shows "

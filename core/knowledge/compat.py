@@ -17,6 +17,7 @@ from tfdoctor.core.knowledge.compat_types import (
     EnvVarFact,
     MinorCompat,
     TfBuild,
+    TfTested,
 )
 from tfdoctor.core.knowledge.versions import (
     DRIVER_RE,
@@ -59,6 +60,7 @@ class Compat:
         architectures: Iterable[Architecture],
         cc_problems: Iterable[CcProblem],
         env_vars: Iterable[EnvVarFact],
+        tf_tested: Iterable[TfTested] = (),
     ) -> None:
         self.origin = origin
         self.tf_builds: tuple[TfBuild, ...] = tuple(
@@ -73,6 +75,8 @@ class Compat:
         self.env_vars: tuple[EnvVarFact, ...] = tuple(env_vars)
 
         self._tf_by_series = {series_of(b.tf_version): b for b in self.tf_builds}
+        self.tf_tested: tuple[TfTested, ...] = tuple(tf_tested)
+        self._tested_by_series = {series_of(t.tf_version): t for t in self.tf_tested}
         self._drivers_by_minor: dict[tuple[int, int], list[CudaDriverRow]] = {}
         for row in self.cuda_drivers:
             release = Version(row.version).release
@@ -103,6 +107,22 @@ class Compat:
         """
         key = series_of(tf_version)
         return None if key is None else self._tf_by_series.get(key)
+
+    def tested_cuda(self, tf_version: str) -> tuple[str, str] | None:
+        """The CUDA and cuDNN a TF release was built and tested with, from 1.0 on.
+
+        ``'1.15.2'`` answers ``('10.0', '7.4')``, ``'1.8.0'`` ``('9', '7')`` (the docs give a
+        bare major for 1.5 - 1.12), ``'2.16.2'`` the 2.16 build row's ``('12.3', '8.9')``.
+
+        Returns:
+            (cuda, cudnn), or None for a release neither table knows.
+        """
+        build = self.tf_build(tf_version)
+        if build is not None:
+            return build.cuda, build.cudnn
+        key = series_of(tf_version)
+        old = None if key is None else self._tested_by_series.get(key)
+        return None if old is None else (old.cuda, old.cudnn)
 
     def python_supported(self, tf_version: str, python_version: str) -> bool | None:
         """Say whether a Python version is in the tested range of a TF release.
@@ -236,7 +256,11 @@ class Compat:
         build = self.tf_build(tf_version)
         if build is None:
             platform_column(platform)
-            return None
+            tested = self.tested_cuda(tf_version)  # before 2.4: the tested CUDA's GA driver
+            if tested is None:
+                return None
+            cuda = tested[0] if "." in tested[0] else f"{tested[0]}.0"
+            return self.min_driver_for_cuda(cuda, platform)
         return self.min_driver_for_cuda(build.and_cuda_cuda or build.build_cuda, platform)
 
     def driver_supports(

@@ -20,6 +20,7 @@ from tfdoctor.core.knowledge.compat_types import (
     EnvVarFact,
     MinorCompat,
     TfBuild,
+    TfTested,
 )
 from tfdoctor.core.knowledge.loader import KNOWLEDGE_DIR, URL_RE, KnowledgeError, Row, read_toml
 from tfdoctor.core.knowledge.versions import (
@@ -76,6 +77,7 @@ def _parse(data: dict[str, Any], origin: str) -> Compat:
         {
             "schema",
             "tf_build",
+            "tf_tested",
             "windows_native_gpu",
             "minor_compat",
             "cuda_driver",
@@ -100,6 +102,7 @@ def _parse(data: dict[str, Any], origin: str) -> Compat:
     compat = Compat(
         origin=origin,
         tf_builds=tf_builds,
+        tf_tested=_parse_tf_tested(top.tables("tf_tested"), origin, tf_builds),
         windows_native_last_tf=last_tf,
         windows_native_source=last_tf_source,
         cuda_drivers=_parse_cuda_drivers(top.tables("cuda_driver"), origin),
@@ -198,6 +201,35 @@ def _parse_tf_builds(rows: list[Any], origin: str) -> list[TfBuild]:
             )
         )
     return builds
+
+
+_MAJOR_OR_MINOR_RE = re.compile(r"^\d+(?:\.\d+)?$")
+
+
+def _parse_tf_tested(rows: list[Any], origin: str, builds: list[TfBuild]) -> list[TfTested]:
+    fields = {"tf_version", "cuda", "cudnn", "source"}
+    tested: list[TfTested] = []
+    seen = {series_of(b.tf_version): b.tf_version for b in builds}
+    for i, raw in enumerate(rows, 1):
+        row = Row(raw, f"{origin}: [[tf_tested]] #{i}", fields)
+        version = row.req_str("tf_version", pattern=RELEASE_RE)
+        row.where += f" (tf_version {version})"
+        key = series_of(version)
+        assert key is not None  # the pattern guarantees it parses
+        if key in seen:
+            raise KnowledgeError(
+                f"{row.where}: TF {key[0]}.{key[1]} is already given by {seen[key]}"
+            )
+        seen[key] = version
+        tested.append(
+            TfTested(
+                tf_version=version,
+                cuda=row.req_str("cuda", pattern=_MAJOR_OR_MINOR_RE),
+                cudnn=row.req_str("cudnn", pattern=_MAJOR_OR_MINOR_RE),
+                source=row.source(),
+            )
+        )
+    return tested
 
 
 def _parse_cuda_drivers(rows: list[Any], origin: str) -> list[CudaDriverRow]:

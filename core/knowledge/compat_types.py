@@ -15,6 +15,24 @@ from tfdoctor.core.knowledge.versions import cc_order
 
 
 @dataclass(frozen=True)
+class TfTested:
+    """A TensorFlow release before 2.4 as TensorFlow's docs list its tested GPU build: only the
+    CUDA and cuDNN it was built against (no wheel was inspected for these).
+
+    Attributes:
+        tf_version: The release, e.g. ``'1.15.0'``.
+        cuda: Tested CUDA toolkit, ``'X.Y'`` or a bare major (``'9'``) as the docs give it.
+        cudnn: Tested cuDNN, ``'X.Y'`` or a bare major.
+        source: Where the row comes from.
+    """
+
+    tf_version: str
+    cuda: str
+    cudnn: str
+    source: str
+
+
+@dataclass(frozen=True)
 class TfBuild:
     """One TensorFlow minor release as built and tested for Linux GPUs.
 

@@ -63,9 +63,16 @@ def test_load_from_packaged_file_matches_load(compat: Compat) -> None:
 
 
 def test_table_sizes(compat: Compat) -> None:
-    # 2.4 ... 2.21, one row per minor; NVIDIA Table 3 from 13.2 Update 2 down to 10.0.130.
+    # 2.4 ... 2.21, one row per minor; NVIDIA Table 3 from 13.2 Update 2 down to 7.0.28.
     assert [b.series for b in compat.tf_builds] == [f"2.{m}" for m in range(21, 3, -1)]
-    assert len(compat.cuda_drivers) == 56
+    assert [t.tf_version for t in compat.tf_tested] == [
+        *(f"2.{m}.0" for m in range(3, -1, -1)),
+        "1.15.0",
+        "1.14.0",
+        "1.13.1",
+        *(f"1.{m}.0" for m in range(12, -1, -1)),
+    ]
+    assert len(compat.cuda_drivers) == 64
     assert {m.cuda_major for m in compat.minor_compat} == {11, 12, 13}
 
 
@@ -599,6 +606,7 @@ def test_every_row_has_an_http_source() -> None:
 def test_every_loaded_object_has_an_http_source(compat: Compat) -> None:
     objects: list[Any] = [
         *compat.tf_builds,
+        *compat.tf_tested,
         *compat.cuda_drivers,
         *compat.minor_compat,
         *compat.architectures,
@@ -642,7 +650,10 @@ def test_tf_rows_match_research_notes(compat: Compat, facts: dict[str, Any]) -> 
 def test_driver_rows_match_research_notes(compat: Compat, facts: dict[str, Any]) -> None:
     rows = facts["table3_cuda_toolkit_min_driver"]["rows"]
     ours = {r.version: r for r in compat.cuda_drivers}
-    assert len(rows) == len(ours)
+    # the notes stop at 10.0.130; CUDA 7.0 - 9.2 come from an older edition of the same table
+    older = {v: r for v, r in ours.items() if int(v.split(".")[0]) < 10}
+    assert len(rows) == len(ours) - len(older) and len(older) == 8
+    assert all("archive/11.4.0/cuda-toolkit-release-notes" in r.source for r in older.values())
     for row in rows:
         mine = ours[row["cuda_version"]]
         assert mine.label == row["cuda_label"]
@@ -712,6 +723,35 @@ def _valid(version: str = "2.16.1") -> str:
     return "schema = 1\n" + _TF_ROW.format(version=version) + _DRIVER_ROWS
 
 
+@pytest.mark.parametrize(
+    ("tf", "tested", "driver"),
+    [
+        ("1.15.2", ("10.0", "7.4"), "410.48"),
+        ("1.13.1", ("10.0", "7.4"), "410.48"),
+        ("1.8.0", ("9", "7"), "384.81"),  # the docs give a bare major: its GA row
+        ("1.2.0", ("8", "5.1"), "367.48"),
+        ("2.3.1", ("10.1", "7.6"), "418.39"),
+        ("2.16.2", ("12.3", "8.9"), "525.60.13"),  # a full build row answers too
+        ("0.12.1", None, None),
+    ],
+)
+def test_tested_cuda_from_1_0_on(
+    compat: Compat, tf: str, tested: tuple[str, str] | None, driver: str | None
+) -> None:
+    assert compat.tested_cuda(tf) == tested
+    req = compat.min_driver_for_tf(tf)
+    assert (req.minimum if req else None) == driver
+
+
+_TESTED_ROW = """
+[[tf_tested]]
+tf_version = "{version}"
+cuda = "9"
+cudnn = "7"
+source = "https://www.tensorflow.org/install/source#gpu"
+"""
+
+
 def test_minimal_file_loads(tmp_path: Path) -> None:
     compat = load_from(_write(tmp_path, _valid()))
     assert compat.tf_build("2.16.2") is not None
@@ -746,6 +786,8 @@ def test_minimal_file_loads(tmp_path: Path) -> None:
             "CC 8.6 already belongs to Ampere",
         ),
         (_valid().replace("==2.16.1'", "==2.16.0'"), "must pin"),
+        (_valid() + _TESTED_ROW.format(version="2.16.0"), "TF 2.16 is already given"),
+        (_valid() + _TESTED_ROW.format(version="1.8.0").replace('"9"', '"nine"'), "malformed cuda"),
         (_valid().replace("schema = 1", "schema = 2"), "schema 2"),
         (_valid().replace("schema = 1", 'schema = "one"'), "schema must be an integer"),
         (_valid() + "[[tf_build\n", "not valid TOML"),

@@ -194,3 +194,39 @@ def test_a_cuda_runtime_tf_loaded_needs_its_driver(driver: str, too_old: bool) -
     assert (got[0] == "driver_too_old") is too_old
     if too_old:
         assert "loaded libcudart.so.11.0" in got[2] and driver in got[2]
+
+
+NVCC_112 = "Cuda compilation tools, release 11.2, V11.2.152\n"
+
+
+@pytest.mark.parametrize(
+    ("log", "want"),
+    [
+        # TF 2.3 was built for CUDA 10.1: CUDA 11.2 installed is why it shows no GPU
+        ("tensorflow==2.3.0\n" + NVCC_112 + LIST_GPUS, "cuda_cudnn_version_mismatch"),
+        # up to CUDA 10 another minor is another release: 1.13 needs 10.0, not 10.1
+        (
+            "Successfully installed tensorflow-gpu-1.13.1\n"
+            "Cuda compilation tools, release 10.1, V10.1.243\n" + LIST_GPUS,
+            "cuda_cudnn_version_mismatch",
+        ),
+        # TF 1.8 (CUDA 9.0) under a driver older than 9.0's
+        (
+            "Successfully installed tensorflow-gpu-1.8.0\n"
+            "| NVIDIA-SMI 375.66                 Driver Version: 375.66                    |\n"
+            + LIST_GPUS,
+            "driver_too_old",
+        ),
+    ],
+)
+def test_releases_before_2_4_are_judged_by_their_tested_cuda(log: str, want: str) -> None:
+    got = first(log)
+    assert got is not None and got[0] == want
+
+
+def test_a_system_cuda_beside_tensorflow_and_cuda_is_no_strong_verdict() -> None:
+    """From 2.14 pip brings its own CUDA: another release installed system-wide may be idle."""
+    old = first("tensorflow==2.3.0\n" + NVCC_112 + LIST_GPUS)
+    new = first("tensorflow==2.15.0\n" + NVCC_112.replace("11.2", "11.8") + LIST_GPUS)
+    assert old is not None and new is not None
+    assert old[0] == "cuda_cudnn_version_mismatch" and new[0] == "no_gpu_visible"
