@@ -220,6 +220,8 @@ class Diagnoser:
             matched = tuple(sg for sg in matched if sg[0].role not in FALLBACK_ROLES)
         noise = False
         for sig, groups in matched:
+            if sig.role == "version_question":
+                self._version_answer(chunk, end)
             noise = noise or sig.noise
             hit = self.hits.get(sig.id)
             if hit is None:
@@ -247,6 +249,20 @@ class Diagnoser:
                     self._live[a] -= 1
         if noise:
             self.noise_lines += 1
+
+    def _version_answer(self, chunk: Chunk, end: int) -> None:
+        """The TF version a prompt or pip show answered on the line after the question."""
+        raw = chunk.raw
+        stop = raw.find(b"\n", end + 1)
+        answer = _VERSION_ANSWER.match(raw[end + 1 : len(raw) if stop < 0 else stop])
+        if answer is None:
+            return
+        hit = self.hits.setdefault("tf_version_stated", _Hit())
+        hit.count += 1
+        if len(hit.lines) < EVIDENCE_PER_SIGNATURE:
+            text = answer.group(0).decode("ascii", "replace").strip()
+            hit.lines.append((chunk.source, chunk.line_at(end + 1), text))
+            hit.groups.append({"tfv": answer.group("v").decode("ascii")})
 
     def result(self, facts: Facts | None = None, exit_info: ExitInfo | None = None) -> Diagnosis:
         scores: dict[str, float] = {}
@@ -1698,6 +1714,12 @@ def _holder_rule(
         )
 
 
+# The answer to `tf.__version__` or pip show on the line after the question: '2.3.0', 2.3.0,
+# IPython's Out[2]: '2.3.0', pip's Version: 2.3.0
+_VERSION_ANSWER = re.compile(
+    rb"^\s*(?:Out\[\d+\]:\s*|Version:\s*)?['\"]?(?P<v>[12]\.\d{1,2}(?:\.\d+)?)"
+    rb"(?:-?(?:rc|dev)\d*)?['\"]?\s*$"
+)
 # A line of one worker process of a job, as the job's launcher tags it: Ray's "(pid=4240)" or
 # "(RolloutWorker pid=4240)", Open MPI's and Horovod's "[1,3]<stderr>:", torchrun's "[rank3]:"
 _WORKER_TAG = re.compile(

@@ -230,3 +230,25 @@ def test_a_system_cuda_beside_tensorflow_and_cuda_is_no_strong_verdict() -> None
     new = first("tensorflow==2.15.0\n" + NVCC_112.replace("11.2", "11.8") + LIST_GPUS)
     assert old is not None and new is not None
     assert old[0] == "cuda_cudnn_version_mismatch" and new[0] == "no_gpu_visible"
+
+
+@pytest.mark.parametrize(
+    "told",
+    [
+        ">>> import tensorflow as tf\n>>> tf.__version__\n'2.3.0'\n",
+        ">>> print(tf.__version__)\n2.3.0\n",
+        "In [2]: tf.__version__\r\nOut[2]: '2.3.0'\r\n",
+        "$ pip show tensorflow-gpu\nName: tensorflow-gpu\nVersion: 2.3.0\n",
+        "tf.__version__ = 2.3.0\n",
+        "print(tf.__version__)  # 2.3.0\n",
+    ],
+)
+def test_the_version_a_prompt_or_pip_show_answers_is_the_tf_version(told: str) -> None:
+    got = first(told + NVCC_112 + LIST_GPUS)
+    assert got is not None and got[0] == "cuda_cudnn_version_mismatch"
+    assert "TensorFlow 2.3.0 is built and tested with CUDA 10.1" in got[2]
+
+
+def test_a_question_without_a_version_answer_states_nothing() -> None:
+    got = first(">>> tf.__version__\nTraceback (most recent call last):\n" + NVCC_112 + LIST_GPUS)
+    assert got is not None and got[0] == "no_gpu_visible"
