@@ -95,7 +95,11 @@ def read_stated(
         cc = g.get("cc") or (f"{g['major']}.{g['minor']}" if g.get("major") else None)
         if cc and parse_cc(cc) is not None:
             ccs.append((ln, cc))
-    drivers = [(ln, g["driver"]) for ln, g in hits("nvsmi_versions") if g.get("driver")]
+    drivers = [
+        (ln, g.get("driver") or g["driver2"])
+        for ln, g in hits("nvsmi_versions")
+        if g.get("driver") or g.get("driver2")
+    ]
     drivers += [
         (ln, g["version"])
         for ln, g in hits("driver_reported_versions")
@@ -106,7 +110,7 @@ def read_stated(
     cuda: tuple[Line, str] | None = None
     cudnn: tuple[Line, int] | None = None
     for ln, g in hits("cuda_installed_stated"):
-        c = next((g[k] for k in _CUDA_KEYS if g.get(k)), None)
+        c = next((g[k].replace("-", ".") for k in _CUDA_KEYS if g.get(k)), None)
         d = next((g[k] for k in _CUDNN_KEYS if g.get(k)), None)
         if c and cuda is None:
             cuda = (ln, c)
@@ -151,8 +155,9 @@ _CUDA_KEYS = (
     "cuda_banner",
     "cuda_file",
     "cuda_ldconfig",
+    "cuda_apt",
 )
-_CUDNN_KEYS = ("cudnn_tpl", "cudnn_conda", "cudnn_pip", "cudnn_apt", "cudnn_ver")
+_CUDNN_KEYS = ("cudnn_tpl", "cudnn_conda", "cudnn_pip", "cudnn_apt", "cudnn_ver", "cudnn_hdr")
 
 
 def _older(a: str, b: str) -> bool | None:

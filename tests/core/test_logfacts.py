@@ -252,3 +252,26 @@ def test_the_version_a_prompt_or_pip_show_answers_is_the_tf_version(told: str) -
 def test_a_question_without_a_version_answer_states_nothing() -> None:
     got = first(">>> tf.__version__\nTraceback (most recent call last):\n" + NVCC_112 + LIST_GPUS)
     assert got is not None and got[0] == "no_gpu_visible"
+
+
+@pytest.mark.parametrize(
+    "installed",
+    [
+        "$ grep CUDNN_MAJOR -A 2 /usr/include/cudnn.h\n#define CUDNN_MAJOR 8\n",
+        "cuda-toolkit-11-8 is already the newest version (11.8.0-1).\n",
+    ],
+)
+def test_cuda_and_cudnn_told_by_headers_and_apt_are_judged(installed: str) -> None:
+    """TF 1.14 was built for CUDA 10.0 and cuDNN 7."""
+    got = first("Successfully installed tensorflow-gpu-1.14.0\n" + installed + LIST_GPUS)
+    assert got is not None and got[0] == "cuda_cudnn_version_mismatch"
+
+
+def test_the_driver_proc_reports_is_the_driver() -> None:
+    log = (
+        "Successfully installed tensorflow-2.4.1\n"
+        "NVRM version: NVIDIA UNIX x86_64 Kernel Module  440.33.01  Wed Nov 13 00:00:38 UTC 2019\n"
+        + LIST_GPUS
+    )
+    got = first(log)
+    assert got is not None and got[0] == "driver_too_old" and "440.33.01" in got[2]
