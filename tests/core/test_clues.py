@@ -1135,6 +1135,9 @@ def _rows(fmt: str, values: list[object]) -> str:
             [8000000000, 9000000000, 10000000000, 11000000000, 12000000000],
         ),
         _rows("RAM %: {}", [45.2, 50.1, 55.3, 60.2, 66.0]),
+        # tracemalloc's get_traced_memory() printed: the current figure grows, the peak may not
+        _rows("Current memory usage is {}MB; Peak was 9999.5MB", [1100, 1500, 1900, 2300, 2700]),
+        _rows("Memory after iteration: {}MB", [1100, 1500, 1900, 2300, 2700]),
         "The memory usage keeps increasing after every epoch until the process is killed.\n",
         "RAM usage grows with each call to model.predict() and never goes down\n",
     ],
