@@ -306,7 +306,9 @@ class Diagnoser:
                 "cuinit_no_device",
             )
         )
+        before_facts = {c: scores.get(c, 0.0) for c in _SETTING_CAUSES}
         fact_rules(stated, add, _noter(notes), gpu_symptom=symptom)
+        told_by_facts = any(scores.get(c, 0.0) != v for c, v in before_facts.items())
         _bfc_rules(ooms, self.hits, add, notes, facts)
         _holder_rule(self.hits, scores, add, _noter(notes), facts)
         _shared_by_workers_rule(self.workers, add, _noter(notes))
@@ -324,6 +326,13 @@ class Diagnoser:
             scores["no_gpu_visible"] *= 1.0 if asked else 0.1
         elif "no_gpu_visible" in scores and any(h in self.hits for h in _RAN_PAST_DEVICE_INIT):
             scores["no_gpu_visible"] *= 0.4
+        if not told_by_facts and _notices_then_another_ending(self.hits, by_id, scores):
+            # libraries TF could not load at start-up, then a run ended by something else (the
+            # OOM killer, an out-of-memory error): TF went on without them, the setting it ran
+            # in, not why it stopped
+            for cid in ("missing_cuda_libs", "cuda_cudnn_version_mismatch"):
+                if cid in scores:
+                    scores[cid] *= 0.5
         plain_error = _plain_python_error(self.hits, by_id)
         if plain_error is not None:
             for cid in _SETTING_CAUSES:
@@ -500,6 +509,29 @@ def _plain_python_error(
         ):
             return None  # a failure of its own, or the program was asking for its GPU
     return hit.lines[-1]
+
+
+# what ends a run: a kill, an out-of-memory error, a failure line
+_ENDING_ROLES = frozenset({"killed", "oom_kill", "bfc_oom", "oom_tensor", "failure"})
+
+
+def _notices_then_another_ending(
+    hits: Mapping[str, _Hit], by_id: Mapping[str, Signature], scores: Mapping[str, float]
+) -> bool:
+    """Only start-up notices speak for a CUDA library missing or mismatched, and a strong
+    failure of another cause (not a setting) ended the run."""
+
+    def setting(sig: Signature) -> bool:
+        return any(sig.causes.get(c, 0.0) > 0 for c in _SETTING_CAUSES)
+
+    if any(setting(by_id[sid]) and sid not in _STARTUP_NOTICES for sid in hits):
+        return False
+    return any(
+        sig.role in _ENDING_ROLES
+        and not setting(sig)
+        and any(w > 0 and scores.get(c, 0.0) >= MIN_SCORE for c, w in sig.causes.items())
+        for sig in (by_id[sid] for sid in hits)
+    )
 
 
 # cuSOLVER's major-10 library, CUDA 10.1 to 11.0 only (Linux soname, Windows DLL)

@@ -1709,3 +1709,33 @@ def test_a_rocm_fault_on_a_gpu_the_build_has_no_code_for_is_the_gpu(isa: str, fi
     assert ranked(log)[:1] == [first]
     forced = "export HSA_OVERRIDE_GFX_VERSION=10.3.0\n" + log.splitlines()[1]
     assert ranked(forced)[:1] == ["unsupported_gpu_arch"]
+
+
+CUDART_NOTICE = (
+    "2021-03-01 10:00:00.000000: W tensorflow/stream_executor/platform/default/dso_loader.cc:60"
+    "] Could not load dynamic library 'libcudart.so.11.0'; dlerror: libcudart.so.11.0: cannot "
+    "open shared object file: No such file or directory\n"
+    "2021-03-01 10:00:00.000000: I tensorflow/stream_executor/cuda/cudart_stub.cc:29] Ignore "
+    "above cudart dlerror if you do not have a GPU set up on your machine.\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("ending", "first"),
+    [
+        ("Epoch 1/10\nKilled\n", "host_oom"),
+        (
+            "[12345.678] Out of memory: Killed process 4321 (python3) total-vm:48123456kB, "
+            "anon-rss:30123456kB\n",
+            "host_oom",
+        ),
+    ],
+)
+def test_start_up_notices_then_a_run_ended_by_something_else(ending: str, first: str) -> None:
+    """TF went on without the CUDA runtime it could not load; the kill is why it stopped."""
+    got = ranked(CUDART_NOTICE + ending)
+    assert got[:1] == [first] and "missing_cuda_libs" in got
+
+
+def test_start_up_notices_alone_still_name_the_missing_library() -> None:
+    assert ranked(CUDART_NOTICE + "Segmentation fault (core dumped)\n")[:1] == ["missing_cuda_libs"]
