@@ -332,7 +332,7 @@ class Diagnoser:
             # in, not why it stopped
             for cid in ("missing_cuda_libs", "cuda_cudnn_version_mismatch"):
                 if cid in scores:
-                    scores[cid] *= 0.5
+                    scores[cid] *= 0.3
         plain_error = _plain_python_error(self.hits, by_id)
         if plain_error is not None:
             for cid in _SETTING_CAUSES:
