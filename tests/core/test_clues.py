@@ -461,6 +461,13 @@ def test_workers_of_one_job_each_refused_gpu_memory_share_the_gpu(tags: list[str
     alone = "".join(_refused(tags[0], s) for s in ("3.88G (4162022400 bytes)", "2.08G (1 bytes)"))
     told = " ".join(c.explanation for c in diagnose(alone.encode()).causes)
     assert "worker processes" not in told
+    # each worker out of memory for its own tensors (a GPU each, too big a batch): the workload
+    own = "".join(
+        f"{t}ResourceExhaustedError: OOM when allocating tensor with shape[256,1024,64,64] and "
+        "type float on /job:localhost/replica:0/task:0/device:GPU:0 by allocator GPU_0_bfc\n"
+        for t in tags
+    )
+    assert ranked(own)[:1] == ["gpu_oom"]
 
 
 CUDART_216 = (
