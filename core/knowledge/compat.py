@@ -241,7 +241,8 @@ class Compat:
         """Find the NVIDIA driver a TF release needs with its recommended CUDA libraries.
 
         Uses the toolkit release pinned by ``tensorflow[and-cuda]`` where the series has the
-        extra (TF 2.15 -> CUDA 12.2 Update 2), else the wheel's build CUDA version.
+        extra (TF 2.15 -> CUDA 12.2 Update 2), else the wheel's build CUDA version; before 2.4,
+        the GA release of the CUDA TensorFlow's docs list as tested (TF 1.8 -> CUDA 9.0).
 
         Args:
             tf_version: ``tf.__version__``.
