@@ -1212,10 +1212,21 @@ def _bfc_rules(
     for src, oom in failures:
         cause = _VERDICT_CAUSE.get(oom.verdict(gpu_total))
         if cause is None and oom.limit_bytes and oom.in_use_bytes:
-            # No request size (the paste starts inside the dump), but a full pool says enough.
+            # No request size (the paste starts inside the dump), but a full pool says enough;
+            # so does a pool with much free whose free memory lies in small pieces only
+            free = oom.limit_bytes - oom.in_use_bytes
+            largest = oom.largest_free_block_bytes
             if oom.in_use_bytes >= 0.9 * oom.limit_bytes:
                 add("gpu_oom", 1.5, lines_of(src, oom))
                 note("gpu_oom", oom.sentence())
+            elif largest and free >= 0.3 * oom.limit_bytes and largest <= 0.25 * free:
+                add("fragmentation", 1.5, lines_of(src, oom))
+                note(
+                    "fragmentation",
+                    f"{free / 2**30:.2f} GiB of the {oom.limit_bytes / 2**30:.2f} GiB pool was "
+                    f"free when it ran out, but no free block was over "
+                    f"{largest / 2**20:.0f} MiB: the memory is there, not in one piece.",
+                )
             continue
         if cause is None:
             continue

@@ -1761,3 +1761,25 @@ def test_start_up_notices_then_a_run_ended_by_something_else(
 
 def test_start_up_notices_alone_still_name_the_missing_library() -> None:
     assert ranked(CUDART_NOTICE + "Segmentation fault (core dumped)\n")[:1] == ["missing_cuda_libs"]
+
+
+def _headless_stats(in_use: int, largest: int) -> str:
+    """A BFC dump pasted from its Stats block on: the line that named the request is lost."""
+    return (
+        "2021-01-01 10:00:00.000000: I tensorflow/core/common_runtime/bfc_allocator.cc:1040] "
+        "Stats: \n"
+        "Limit:                     10737418240\n"
+        f"InUse:                      {in_use}\n"
+        "MaxInUse:                   8589934592\n"
+        "NumAllocs:                      123456\n"
+        "MaxAllocSize:               2147483648\n"
+        f"LargestFreeBlock:            {largest}\n"
+    )
+
+
+def test_a_dump_without_its_request_still_tells_a_fragmented_pool_from_a_full_one() -> None:
+    frag = diagnose(_headless_stats(6442450944, 104857600).encode()).causes
+    assert frag[0].id == "fragmentation" and "4.00 GiB of the 10.00 GiB pool" in frag[0].explanation
+    assert ranked(_headless_stats(10200547328, 104857600))[:1] == ["gpu_oom"]
+    # TF before 2.22 prints LargestFreeBlock 0 as a placeholder: no verdict on pieces from it
+    assert "fragmentation" not in ranked(_headless_stats(6442450944, 0))
