@@ -115,6 +115,24 @@ def _parse(data: dict[str, Any], origin: str) -> Compat:
     return compat
 
 
+def _tf_row(
+    raw: Any, where: str, fields: set[str], seen: dict[tuple[int, int], str]
+) -> tuple[Row, str]:
+    """A row of one TF minor release (either table): its version, the only row of its series."""
+    row = Row(raw, where, fields)
+    version = row.req_str("tf_version", pattern=RELEASE_RE)
+    row.where += f" (tf_version {version})"
+    key = series_of(version)
+    assert key is not None  # the pattern guarantees it parses
+    if key in seen:
+        raise KnowledgeError(
+            f"{row.where}: duplicate TF version {key[0]}.{key[1]} "
+            f"(already given by {seen[key]}); keep one row per minor release"
+        )
+    seen[key] = version
+    return row, version
+
+
 def _parse_tf_builds(rows: list[Any], origin: str) -> list[TfBuild]:
     fields = {
         "tf_version",
@@ -137,17 +155,7 @@ def _parse_tf_builds(rows: list[Any], origin: str) -> list[TfBuild]:
     builds: list[TfBuild] = []
     seen: dict[tuple[int, int], str] = {}
     for i, raw in enumerate(rows, 1):
-        row = Row(raw, f"{origin}: [[tf_build]] #{i}", fields)
-        version = row.req_str("tf_version", pattern=RELEASE_RE)
-        row.where += f" (tf_version {version})"
-        key = series_of(version)
-        assert key is not None  # the pattern guarantees it parses
-        if key in seen:
-            raise KnowledgeError(
-                f"{row.where}: duplicate TF version {key[0]}.{key[1]} "
-                f"(already given by {seen[key]}); keep one row per minor release"
-            )
-        seen[key] = version
+        row, version = _tf_row(raw, f"{origin}: [[tf_build]] #{i}", fields, seen)
         python_min = row.req_str("python_min", pattern=MAJOR_MINOR_RE)
         python_max = row.req_str("python_max", pattern=MAJOR_MINOR_RE)
         if Version(python_min) > Version(python_max):
@@ -209,18 +217,9 @@ _MAJOR_OR_MINOR_RE = re.compile(r"^\d+(?:\.\d+)?$")
 def _parse_tf_tested(rows: list[Any], origin: str, builds: list[TfBuild]) -> list[TfTested]:
     fields = {"tf_version", "cuda", "cudnn", "source"}
     tested: list[TfTested] = []
-    seen = {series_of(b.tf_version): b.tf_version for b in builds}
+    seen = {k: b.tf_version for b in builds if (k := series_of(b.tf_version)) is not None}
     for i, raw in enumerate(rows, 1):
-        row = Row(raw, f"{origin}: [[tf_tested]] #{i}", fields)
-        version = row.req_str("tf_version", pattern=RELEASE_RE)
-        row.where += f" (tf_version {version})"
-        key = series_of(version)
-        assert key is not None  # the pattern guarantees it parses
-        if key in seen:
-            raise KnowledgeError(
-                f"{row.where}: TF {key[0]}.{key[1]} is already given by {seen[key]}"
-            )
-        seen[key] = version
+        row, version = _tf_row(raw, f"{origin}: [[tf_tested]] #{i}", fields, seen)
         tested.append(
             TfTested(
                 tf_version=version,

@@ -786,7 +786,7 @@ def test_minimal_file_loads(tmp_path: Path) -> None:
             "CC 8.6 already belongs to Ampere",
         ),
         (_valid().replace("==2.16.1'", "==2.16.0'"), "must pin"),
-        (_valid() + _TESTED_ROW.format(version="2.16.0"), "TF 2.16 is already given"),
+        (_valid() + _TESTED_ROW.format(version="2.16.0"), "duplicate TF version 2.16"),
         (_valid() + _TESTED_ROW.format(version="1.8.0").replace('"9"', '"nine"'), "malformed cuda"),
         (_valid().replace("schema = 1", "schema = 2"), "schema 2"),
         (_valid().replace("schema = 1", 'schema = "one"'), "schema must be an integer"),
