@@ -1796,3 +1796,36 @@ def test_a_dump_without_its_request_still_tells_a_fragmented_pool_from_a_full_on
     assert ranked(_headless_stats(10200547328, 104857600))[:1] == ["gpu_oom"]
     # TF before 2.22 prints LargestFreeBlock 0 as a placeholder: no verdict on pieces from it
     assert "fragmentation" not in ranked(_headless_stats(6442450944, 0))
+
+
+def test_pytorch_bare_cuda_out_of_memory_beside_tensorflow_is_memory_taken_first() -> None:
+    """Torch's "CUDA error: out of memory" (not its allocator's "Tried to allocate"): the card
+    was full before torch asked, as when TensorFlow in the same session holds all of it."""
+    log = (
+        "Error (test_torch.R:15:3): gpu imports\n"
+        "Error in `torch_tensor_cpp(data, dtype, device, requires_grad, pin_memory)`: "
+        "CUDA error: out of memory\n"
+    )
+    assert ranked(log)[:2] == ["gpu_memory_contention", "gpu_oom"]
+
+
+def test_a_missing_library_named_without_its_colon_is_still_read() -> None:
+    line = "ImportError: libcudnn.so.6 cannot open shared object file: No such file or directory\n"
+    assert set(ranked(line)[:2]) == {"missing_cuda_libs", "cuda_cudnn_version_mismatch"}
+
+
+def test_tf_build_configure_not_finding_a_cuda_library_is_missing_not_another_version() -> None:
+    line = "Cuda Configuration Error: Cannot find cuda library libcublas.so.10.1\n"
+    assert ranked(line) == ["missing_cuda_libs"]
+
+
+def test_a_node_addon_windows_could_not_load_gives_candidates_not_silence() -> None:
+    log = (
+        "internal/modules/cjs/loader.js:807\n"
+        "  return process.dlopen(module, path.toNamespacedPath(filename));\n\n"
+        "Error: The specified module could not be found.\n"
+        "\\\\?\\c:\\app\\node_modules\\@tensorflow\\tfjs-node\\lib\\napi-v4\\tfjs_binding.node\n"
+    )
+    causes = diagnose(log.encode()).causes
+    assert [c.id for c in causes][:2] == ["missing_cuda_libs", "cpu_instructions_unsupported"]
+    assert all(c.confidence < 0.7 for c in causes)
