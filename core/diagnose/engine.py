@@ -454,6 +454,8 @@ _RAN_PAST_DEVICE_INIT = (
     "python_memory_error",
     "killed",
     "killed_localized",
+    "killed_by_tool",
+    "killed_after_progress",
     "kernel_oom_kill",
     "retracing",
 )

@@ -1829,3 +1829,34 @@ def test_a_node_addon_windows_could_not_load_gives_candidates_not_silence() -> N
     causes = diagnose(log.encode()).causes
     assert [c.id for c in causes][:2] == ["missing_cuda_libs", "cpu_instructions_unsupported"]
     assert all(c.confidence < 0.7 for c in causes)
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "  64/1000 [>.............................] - ETA: 1:23 - loss: 2.3041Killed",
+        "100/100 [==============================] - 3s 30ms/stepKilled",
+        "make: *** [train] Killed",
+        "Error: signal: killed",
+        "numpy.core._exceptions.MemoryError: Unable to allocate array with shape (60000, 784) and "
+        "data type float64",
+        "job killed: vmem 16.2G exceeds limit 16G",
+    ],
+)
+def test_more_ways_a_process_out_of_ram_is_reported(line: str) -> None:
+    """The shell's Killed glued to a progress bar the kill cut short, make's and Go's reports of
+    a SIGKILL, NumPy 1.16's MemoryError, a grid scheduler's memory limit."""
+    assert ranked(line + "\n")[:1] == ["host_oom"]
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "Kernel died, restarting",
+        "Restarting kernel...",
+        "Your session crashed. Automatically restarting.",
+    ],
+)
+def test_a_kernel_restart_in_other_words_is_a_low_candidate(line: str) -> None:
+    causes = diagnose((line + "\n").encode()).causes
+    assert [c.id for c in causes] == ["host_oom"] and causes[0].confidence < 0.5
