@@ -28,9 +28,9 @@ TFDOCTOR = str(Path(sys.executable).parent / "tfdoctor")
 # the first 26 dev logs: every one is right first and stays so (regressions)
 CASES = [(c.name, c.want, c.log) for c in corpus.cases("dev") if "__" not in c.name]
 DEV = corpus.cases("dev")
-# the dev part's top-1 (tests/perf/bench_corpus.py), 319/366: a new real log that is a miss
-# lowers it, a regression must not
-DEV_TOP1_FLOOR = 0.87
+# the dev part's top-1 (tests/perf/bench_corpus.py), 399/459: a new real log that is a miss
+# lowers it (round 30's 22 dev logs took it from 0.874 to 0.869), a regression must not
+DEV_TOP1_FLOOR = 0.865
 
 
 def test_the_corpus_is_there() -> None:
