@@ -1860,3 +1860,25 @@ def test_more_ways_a_process_out_of_ram_is_reported(line: str) -> None:
 def test_a_kernel_restart_in_other_words_is_a_low_candidate(line: str) -> None:
     causes = diagnose((line + "\n").encode()).causes
     assert [c.id for c in causes] == ["host_oom"] and causes[0].confidence < 0.5
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "torch.cuda.is_available() False",
+        "tf.test.is_built_with_cuda() returns False",
+        "tensorflow.python.framework.errors_impl.InvalidArgumentError: Invalid device ordinal "
+        "value (0). Valid range is [0, -1].",
+        "ERROR: No supported GPU(s) detected to run this container",
+    ],
+)
+def test_more_ways_of_saying_no_gpu_was_there(line: str) -> None:
+    assert ranked(line + "\n")[:1] == ["no_gpu_visible"]
+
+
+def test_skipping_gpu_registration_cut_from_its_dlopen_line_still_names_the_libraries() -> None:
+    line = (
+        "W tensorflow/core/common_runtime/gpu/gpu_device.cc:1850] Skipping registering GPU "
+        "devices...\n"
+    )
+    assert ranked(line)[:1] == ["missing_cuda_libs"]
