@@ -102,7 +102,20 @@ def test_a_tie_is_stated_with_less_confidence_than_a_clear_verdict() -> None:
     ).causes
     assert len(clear) == 1 and len(tie) >= 2
     assert tie[0].confidence < clear[0].confidence - 0.15
-    assert tie[0].confidence <= 0.7
+    # a lone library not found: the first of two close readings, right about 0.7-0.8 of the
+    # time on the dev corpus, and never above the one before it
+    assert tie[0].confidence <= 0.75
+    assert tie[1].confidence <= tie[0].confidence
+
+
+def test_a_cause_often_harmless_states_less_than_its_evidence_alone_would() -> None:
+    """A lone "no CUDA device" line: on the dev corpus, no_gpu_visible named first was right
+    about 0.7 of the time (machines meant to run on the CPU), and it says so."""
+    alone = diagnose(
+        b"E tensorflow/stream_executor/cuda/cuda_driver.cc:271] failed call to cuInit: "
+        b"CUDA_ERROR_NO_DEVICE: no CUDA-capable device is detected\n"
+    ).causes
+    assert alone[0].id == "no_gpu_visible" and 0.6 <= alone[0].confidence <= 0.85
 
 
 @pytest.mark.parametrize(

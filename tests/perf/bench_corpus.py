@@ -47,6 +47,9 @@ def score(part: str, by_cause: bool, misses: bool) -> float:
     n = len(items)
     top1 = top3 = silent = blamed = 0
     per: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])  # right first, total, silent
+    named: dict[str, list[float]] = defaultdict(
+        lambda: [0, 0, 0.0]
+    )  # named first: n, right, stated
     calib: dict[int, list[float]] = defaultdict(list)  # bin -> [stated..], with observed
     observed: dict[int, list[int]] = defaultdict(list)
     for case in items:
@@ -65,6 +68,9 @@ def score(part: str, by_cause: bool, misses: bool) -> float:
             b = next(i for i, (lo, hi) in enumerate(BINS) if lo <= conf < hi)
             calib[b].append(conf)
             observed[b].append(int(got[0][0] == case.want))
+            named[got[0][0]][0] += 1
+            named[got[0][0]][1] += got[0][0] == case.want
+            named[got[0][0]][2] += conf
         if misses and not ok1:
             print(f"  miss {case.name}: want {case.want}, got {got[:3]}")
     print(
@@ -74,6 +80,13 @@ def score(part: str, by_cause: bool, misses: bool) -> float:
     if by_cause:
         for want, (right, total, quiet) in sorted(per.items(), key=lambda kv: -kv[1][1]):
             print(f"        {want:30} {right:3}/{total:<3} first   {quiet} silent")
+        # each cause as the engine's first answer: how often right against what it stated (the
+        # engine's RELIABILITY table is fitted on the dev part's)
+        for cid, (k, right_k, stated_k) in sorted(named.items(), key=lambda kv: -kv[1][0]):
+            print(
+                f"        named first {cid:30} {int(k):3} times, right {right_k / k:.2f}, "
+                f"stated {stated_k / k:.2f}"
+            )
     for b, (lo, hi) in enumerate(BINS):
         if calib[b]:
             stated = sum(calib[b]) / len(calib[b])
@@ -82,6 +95,10 @@ def score(part: str, by_cause: bool, misses: bool) -> float:
                 f"        confidence {lo:.2f}-{min(hi, 1):.2f}: {len(calib[b]):3} answers, "
                 f"stated {stated:.2f}, right {seen:.2f}"
             )
+    answers = sum(len(v) for v in calib.values())
+    if answers:
+        gap = sum(abs(sum(calib[b]) - sum(observed[b])) for b in calib) / answers
+        print(f"        calibration error (answers weighted by bin): {gap:.3f}")
     return top1 / n
 
 
