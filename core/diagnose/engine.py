@@ -483,6 +483,7 @@ _RAN_PAST_DEVICE_INIT = (
 _CPU_ALLOCATOR = re.compile(
     r"cpu|host", re.I
 )  # cpu, mklcpu, bfc_cpu_allocator_for_gpu, gpu_host_bfc
+_STARTS_PYTHON = re.compile(r"[$#>]\s*(?:sudo\s+)?(?:python|ipython|jupyter|py\b|conda|pip)", re.I)
 _ABORT = re.compile(r"abort|SIGABRT|signal 6\b|\b134\b|-6\b", re.I)
 _DRIVER_SIDE = re.compile(r"^(libcuda\.so|nvcuda\.dll|libnvidia-ml|nvml\.dll)", re.I)
 # the runtime itself, cuDNN (a separate install) and CUPTI (the profiler's, optional)
@@ -1040,6 +1041,26 @@ def _context_rules(
                 "cpu_instructions_unsupported",
                 "`import tensorflow` aborted the process at once: TensorFlow's CPU check does "
                 "that when the CPU lacks an instruction set the build uses (AVX, AVX2, FMA).",
+            )
+
+    # `>>> import tensorflow` at Python's prompt, and the shell's prompt right after it (not
+    # one that starts Python, as after a script's code): Python died during the import without
+    # a word (Windows prints none when the CPU lacks AVX; on Linux the shell's "Illegal
+    # instruction" is the line a paste drops)
+    prompt = hits.get("shell_prompt")
+    if imported and prompt and not started:
+        back = [ln for ln in prompt.lines if not _STARTS_PYTHON.search(ln[2])]
+        died = [
+            (src, n, text)
+            for src, n, text in imported.lines
+            if any(s == src and 0 < m - n <= 2 for s, m, _ in back)
+        ]
+        if died:
+            add("cpu_instructions_unsupported", 2.0, died[:1])
+            note(
+                "cpu_instructions_unsupported",
+                "`import tensorflow` at the Python prompt returned straight to the shell: Python "
+                "died in the import, which is what TensorFlow does on a CPU without AVX.",
             )
 
     # /proc/cpuinfo pasted: TensorFlow 1.6+ binaries need AVX.

@@ -1895,3 +1895,34 @@ def test_skipping_gpu_registration_cut_from_its_dlopen_line_still_names_the_libr
         "devices...\n"
     )
     assert ranked(line)[:1] == ["missing_cuda_libs"]
+
+
+@pytest.mark.parametrize(
+    "prompt",
+    ["(directml) cht@DESKTOP-IHJTV93:~$", "C:\\Users\\me>", "me@box:~$ grep flags /proc/cpuinfo"],
+)
+def test_python_returning_to_the_shell_on_import_is_a_cpu_without_avx(prompt: str) -> None:
+    """Windows prints nothing when TensorFlow's import dies on a CPU without AVX; on Linux the
+    shell's "Illegal instruction" is the line a paste drops."""
+    session = (
+        "Python 3.6.10 |Anaconda, Inc.| (default, May  8 2020, 02:54:21)\n[GCC 7.3.0] on linux\n"
+        'Type "help", "copyright", "credits" or "license" for more information.\n'
+        f">>> import tensorflow as tf\n{prompt}\n"
+    )
+    assert ranked(session)[:1] == ["cpu_instructions_unsupported"]
+    # the script's code, then the shell starting it: nothing died
+    assert ranked("import tensorflow as tf\nme@box:~$ python train.py\n") == []
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "Abort trap: 6",
+        "[1]    307 abort      python3 main.py",
+        "error (return code 134) while executing",
+    ],
+)
+def test_an_abort_in_macos_and_zsh_words_gives_candidates(line: str) -> None:
+    causes = diagnose((line + "\n").encode()).causes
+    assert causes and causes[0].id == "cpu_instructions_unsupported"
+    assert all(c.confidence < 0.5 for c in causes)
