@@ -483,6 +483,7 @@ _RAN_PAST_DEVICE_INIT = (
 _CPU_ALLOCATOR = re.compile(
     r"cpu|host", re.I
 )  # cpu, mklcpu, bfc_cpu_allocator_for_gpu, gpu_host_bfc
+SWAP_FULL = 0.9  # swap this full: the RAM ran out before it
 _STARTS_PYTHON = re.compile(r"[$#>]\s*(?:sudo\s+)?(?:python|ipython|jupyter|py\b|conda|pip)", re.I)
 _ABORT = re.compile(r"abort|SIGABRT|signal 6\b|\b134\b|-6\b", re.I)
 _DRIVER_SIDE = re.compile(r"^(libcuda\.so|nvcuda\.dll|libnvidia-ml|nvml\.dll)", re.I)
@@ -1062,6 +1063,20 @@ def _context_rules(
                 "`import tensorflow` at the Python prompt returned straight to the shell: Python "
                 "died in the import, which is what TensorFlow does on a CPU without AVX.",
             )
+
+    # free's swap row all used: the machine ran out of RAM and had paged out all it could (a
+    # snapshot, not a verdict: a clue that the host's memory was the limit)
+    for where, g in _found(hits, "free_swap"):
+        total = parse_size(f"{g['total']}{g.get('tu') or 'M'}") or 0
+        used = parse_size(f"{g['used']}{g.get('uu') or 'M'}") or 0
+        if total >= 64 << 20 and used >= SWAP_FULL * total:
+            add("host_oom", 1.2, [where])
+            note(
+                "host_oom",
+                f"Swap was {used / total:.0%} used ({format_size(used)} of "
+                f"{format_size(total)}): the machine had run out of RAM.",
+            )
+            break
 
     # /proc/cpuinfo pasted: TensorFlow 1.6+ binaries need AVX.
     cpu = hits.get("cpu_flags")

@@ -1926,3 +1926,13 @@ def test_an_abort_in_macos_and_zsh_words_gives_candidates(line: str) -> None:
     causes = diagnose((line + "\n").encode()).causes
     assert causes and causes[0].id == "cpu_instructions_unsupported"
     assert all(c.confidence < 0.5 for c in causes)
+
+
+def test_a_full_swap_in_free_output_points_at_host_ram() -> None:
+    head = "              total        used        free      shared  buff/cache   available\n"
+    full = (
+        head + "Mem:            860         443         243           7         173         357\n"
+    )
+    assert ranked(full + "Swap:            99          99           0\n")[:1] == ["host_oom"]
+    assert ranked(full + "Swap:          2.0Gi       2.0Gi       0.0Ki\n")[:1] == ["host_oom"]
+    assert ranked(full + "Swap:          2047          12        2035\n") == []
