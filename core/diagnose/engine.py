@@ -1078,6 +1078,24 @@ def _context_rules(
             )
             break
 
+    # TF's allocator warning it ran short ("The caller indicates that this is not a failure"),
+    # then a traceback whose error the paste lost: the run failed near the GPU's memory limit.
+    # Only a candidate: alone, those warnings are harmless.
+    benign, traceback = hits.get("bfc_benign_retry"), hits.get("python_traceback")
+    if benign and traceback:
+        after = [
+            ln
+            for ln in traceback.lines
+            if any(s == ln[0] and m < ln[1] for s, m, _ in benign.lines)
+        ]
+        if after:
+            add("gpu_oom", 0.8, [benign.lines[0], after[0]])
+            note(
+                "gpu_oom",
+                "TensorFlow's allocator warned that it ran short of GPU memory, and then the "
+                "run failed: capture the error at the end of the traceback to be sure.",
+            )
+
     # /proc/cpuinfo pasted: TensorFlow 1.6+ binaries need AVX.
     cpu = hits.get("cpu_flags")
     if cpu and any("avx" not in g.get("flags", "").split() for g in cpu.groups):

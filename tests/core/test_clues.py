@@ -1936,3 +1936,26 @@ def test_a_full_swap_in_free_output_points_at_host_ram() -> None:
     assert ranked(full + "Swap:            99          99           0\n")[:1] == ["host_oom"]
     assert ranked(full + "Swap:          2.0Gi       2.0Gi       0.0Ki\n")[:1] == ["host_oom"]
     assert ranked(full + "Swap:          2047          12        2035\n") == []
+
+
+def test_secondary_lines_of_a_gpu_out_of_memory_name_it_when_the_error_is_cut() -> None:
+    """The allocator's dump header, faceswap's advice, the allocator's benign warnings before a
+    traceback whose last line the paste lost."""
+    assert ranked("W bfc_allocator.cc:274] Current allocation summary follows.\n")[:1] == [
+        "gpu_oom"
+    ]
+    advice = (
+        "10/08/2019 22:53:01 MainProcess     MainThread      cli             execute_script     "
+        "       ERROR    1) Close any other application that is using your GPU (web browsers "
+        "are particularly bad for this).\n"
+    )
+    assert ranked(advice)[:1] == ["gpu_oom"]
+    benign = (
+        "W tensorflow/core/common_runtime/bfc_allocator.cc:213] Ran out of memory trying to "
+        "allocate 1.24GiB. The caller indicates that this is not a failure, but may mean that "
+        "there could be performance gains if more memory is available.\n"
+    )
+    assert ranked(benign) == []
+    failed = diagnose((benign + 'Traceback (most recent call last):\n  File "style.py"\n').encode())
+    assert [c.id for c in failed.causes][:1] == ["gpu_oom"]
+    assert failed.causes[0].confidence < 0.5
