@@ -376,7 +376,9 @@ class Diagnoser:
             causes.append(
                 Cause(
                     id=cid,
-                    confidence=round(min(ceiling, _confidence(score, scores, cid)), 2),
+                    confidence=round(
+                        min(ceiling, _confidence(score, scores, cid, info.reliability)), 2
+                    ),
                     title=info.title,
                     explanation=explanation,
                     evidence=tuple(ev_lines[:EVIDENCE_PER_CAUSE]),
@@ -425,8 +427,11 @@ def _stated_words(stated: Stated) -> tuple[tuple[str, str, str], ...]:
     return tuple(out)
 
 
-def _confidence(score: float, scores: Mapping[str, float], cid: str) -> float:
-    """How likely the cause is right: its strength, lowered when a rival is nearly as strong.
+def _confidence(
+    score: float, scores: Mapping[str, float], cid: str, reliability: float = 1.0
+) -> float:
+    """How likely the cause is right: its strength, lowered when a rival is nearly as strong,
+    then scaled by how reliable the cause's signs have been (causes.toml's reliability).
 
     Calibrated on the dev corpus: a strong cause with a close rival was right about half the
     time, so a tie states about 0.6 of the strength; the sealed part reports how well it holds.
@@ -434,23 +439,7 @@ def _confidence(score: float, scores: Mapping[str, float], cid: str) -> float:
     strength = 1 - math.exp(-score / STRENGTH_SCALE)
     rival = max((v for c, v in scores.items() if c != cid), default=0.0)
     r = min(1.0, max(rival, 0.0) / score) if score > 0 else 1.0
-    return min(
-        0.99, _calibrated(strength * (1 - RIVAL_PENALTY * r * r)) * RELIABILITY.get(cid, 1.0)
-    )
-
-
-# How often a cause named first was right on the dev corpus against the confidence it stated
-# (right / stated, shrunk toward 1 by ten answers' weight; tests/perf/bench_corpus.py --by-cause
-# prints both). Some causes' signs are often harmless or ambiguous: "no GPU" lines from a
-# machine that was meant to run on the CPU, a CUDA library not found that was another version.
-# Others were right more often than they said.
-RELIABILITY = {
-    "no_gpu_visible": 0.80,
-    "missing_cuda_libs": 0.80,
-    "cuda_cudnn_version_mismatch": 1.15,
-    "driver_too_old": 1.09,
-    "input_bound": 1.16,
-}
+    return min(0.99, _calibrated(strength * (1 - RIVAL_PENALTY * r * r)) * reliability)
 
 
 # Stated confidence -> how often the dev corpus found it right (a monotone map, fitted on dev

@@ -19,6 +19,12 @@ class CauseInfo:
     title: str
     explanation: str
     fixes: tuple[str, ...]
+    # how often the dev corpus found this cause right when named first, against the
+    # confidence it stated (1.0: as stated); the engine scales what it states by it
+    reliability: float = 1.0
+
+
+RELIABILITY_RANGE = (0.5, 1.5)  # a factor outside this would say the engine is badly off
 
 
 def load_causes(
@@ -31,15 +37,17 @@ def load_causes(
         fixes: The fix ids causes may name (default: the shipped fix catalog).
 
     Raises:
-        KnowledgeError: bad TOML, an unknown field, a duplicate id, a missing field, or an
-            unknown fix id.
+        KnowledgeError: bad TOML, an unknown field, a duplicate id, a missing field, an
+            unknown fix id, or a reliability outside RELIABILITY_RANGE.
     """
     known = catalog.fixes() if fixes is None else fixes
     top = Row(read_toml(path), str(path), {"cause"})
     out: dict[str, CauseInfo] = {}
     seen: set[str] = set()
     for i, raw in enumerate(top.tables("cause"), 1):
-        row = Row.entry(raw, f"{path}: [[cause]] #{i}", {"id", "title", "explanation", "fixes"})
+        row = Row.entry(
+            raw, f"{path}: [[cause]] #{i}", {"id", "title", "explanation", "fixes", "reliability"}
+        )
         cid = row.req_str("id")
         unique(row.where, "cause id", cid, seen)
         out[cid] = CauseInfo(
@@ -47,6 +55,7 @@ def load_causes(
             row.req_str("title"),
             row.req_str("explanation"),
             row.refs("fixes", known, "fix ids"),
+            row.opt_float("reliability", 1.0, RELIABILITY_RANGE[0], RELIABILITY_RANGE[1]),
         )
     return out
 

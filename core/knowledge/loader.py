@@ -106,6 +106,19 @@ class Row:
     def opt_bool(self, key: str, default: bool = False) -> bool:
         return default if self.data.get(key) is None else self.req_bool(key)
 
+    def opt_float(self, key: str, default: float, low: float, high: float) -> float:
+        """An optional number within [low, high]; default when absent."""
+        value = self.data.get(key)
+        if value is None:
+            return default
+        if (
+            not isinstance(value, (int, float))
+            or isinstance(value, bool)
+            or not low <= value <= high
+        ):
+            raise KnowledgeError(f"{self.where}: {key} must be a number from {low} to {high}")
+        return float(value)
+
     def text(self, key: str) -> str:
         """An optional free-text field ('' when absent); any string, even an empty one."""
         value = self.data.get(key, "")

@@ -89,6 +89,13 @@ def _edit(folder: Path, name: str, old: str, new: str) -> None:
             r"causes\.toml: \[\[cause\]\] #3 \(fragmentation\): unknown field\(s\) severity",
         ),
         (
+            "causes.toml",
+            'id = "fragmentation"\n',
+            'id = "fragmentation"\nreliability = 3\n',
+            r"causes\.toml: \[\[cause\]\] #3 \(fragmentation\): reliability must be a number "
+            r"from 0\.5 to 1\.5",
+        ),
+        (
             "fixes.toml",
             'id = "pick_gpu"\n',
             'id = "pick_gpu"\nenvv = { A = "1" }\n',
