@@ -237,6 +237,8 @@ class Diagnoser:
                         groups.get("unit") or groups.get("unit2", ""),
                     )
                     values = [] if value is None else [value]
+                elif "values" in groups:  # a printed list of readings, its unit unstated
+                    values = [float(v) for v in _NUMBER.findall(groups["values"])]
                 else:  # several readings told on one line, in order
                     values = [_reading(v, u) or 0.0 for v, u in _SIZE_IN_LINE.findall(line)]
                 readings = self.series.setdefault(sig.id, [])
@@ -552,6 +554,7 @@ def _notices_then_another_ending(
 _CUSOLVER_10 = re.compile(r"(?:libcusolver\.so\.10|cusolver64_10\.dll)$")
 SERIES_KEPT = 5000
 # a memory size in a line that tells several ("1.2 GB -> 2.4 GB -> 3.6 GB")
+_NUMBER = re.compile(r"\d+(?:\.\d+)?")
 _SIZE_IN_LINE = re.compile(r"(\d+(?:\.\d+)?)\s*([KMG]i?B)\b", re.IGNORECASE)
 _UNITS = {"": 1, "B": 1, "BYTES": 1, "K": 2**10, "KB": 10**3, "KIB": 2**10, "M": 2**20,
           "MB": 10**6, "MIB": 2**20, "G": 2**30, "GB": 10**9, "GIB": 2**30}  # fmt: skip
@@ -577,6 +580,7 @@ MEMORY_SERIES = (
     "ps_python_rss",
     "docker_stats_mem",
     "sizes_in_a_line",
+    "memory_list",
     "memory_profiler_entry",
     "size_column",
     "psutil_svmem_used",

@@ -1959,3 +1959,11 @@ def test_secondary_lines_of_a_gpu_out_of_memory_name_it_when_the_error_is_cut() 
     failed = diagnose((benign + 'Traceback (most recent call last):\n  File "style.py"\n').encode())
     assert [c.id for c in failed.causes][:1] == ["gpu_oom"]
     assert failed.causes[0].confidence < 0.5
+
+
+def test_memory_readings_printed_as_one_list_are_a_series() -> None:
+    assert ranked("memory usage: [812.3, 845.1, 890.2, 934.8, 980.5, 1021.7]\n")[:1] == [
+        "memory_leak"
+    ]
+    assert ranked("memory usage: [1021.7, 980.5, 934.8, 890.2]\n") == []  # falling: no leak
+    assert ranked("input shape: [1, 224, 224, 3]\n") == []
