@@ -1037,17 +1037,19 @@ def _context_rules(
                 "that when the CPU lacks an instruction set the build uses (AVX, AVX2, FMA).",
             )
 
-    # `>>> import tensorflow` at Python's prompt, and the shell's prompt right after it (not
-    # one that starts Python, as after a script's code): Python died during the import without
+    # `>>> import tensorflow` at Python's prompt (its banner, or a shell that started it, came
+    # first), and the shell's prompt right after it (not one that starts Python, as after a
+    # script's code): Python died during the import without
     # a word (Windows prints none when the CPU lacks AVX; on Linux the shell's "Illegal
     # instruction" is the line a paste drops)
-    prompt = hits.get("shell_prompt")
-    if imported and prompt and not started:
+    prompt, session = hits.get("shell_prompt"), hits.get("python_interactive")
+    if imported and prompt and session and not started:
         back = [ln for ln in prompt.lines if not _STARTS_PYTHON.search(ln[2])]
         died = [
             (src, n, text)
             for src, n, text in imported.lines
             if any(s == src and 0 < m - n <= 2 for s, m, _ in back)
+            and any(s == src and m < n for s, m, _ in session.lines)  # typed at Python's prompt
         ]
         if died:
             add("cpu_instructions_unsupported", 2.0, died[:1])

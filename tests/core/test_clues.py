@@ -1910,8 +1910,12 @@ def test_python_returning_to_the_shell_on_import_is_a_cpu_without_avx(prompt: st
         f">>> import tensorflow as tf\n{prompt}\n"
     )
     assert ranked(session)[:1] == ["cpu_instructions_unsupported"]
-    # the script's code, then the shell starting it: nothing died
+    # the script's code, then the shell starting it, or another command: nothing died
     assert ranked("import tensorflow as tf\nme@box:~$ python train.py\n") == []
+    assert ranked("import tensorflow as tf\nme@box:~$ nvidia-smi\n") == []
+    # Python started from the shell, not its banner, also says the import was typed at its prompt
+    started = f"me@box:~$ python3\n>>> import tensorflow as tf\n{prompt}\n"
+    assert ranked(started)[:1] == ["cpu_instructions_unsupported"]
 
 
 @pytest.mark.parametrize(
