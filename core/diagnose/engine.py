@@ -475,6 +475,7 @@ _CPU_ALLOCATOR = re.compile(
     r"cpu|host", re.I
 )  # cpu, mklcpu, bfc_cpu_allocator_for_gpu, gpu_host_bfc
 SWAP_FULL = 0.9  # swap this full: the RAM ran out before it
+SWAP_MIN_BYTES = 64 << 20  # a swap smaller than this says nothing of the machine's RAM
 _STARTS_PYTHON = re.compile(r"[$#>]\s*(?:sudo\s+)?(?:python|ipython|jupyter|py\b|conda|pip)", re.I)
 _ABORT = re.compile(r"abort|SIGABRT|signal 6\b|\b134\b|-6\b", re.I)
 _DRIVER_SIDE = re.compile(r"^(libcuda\.so|nvcuda\.dll|libnvidia-ml|nvml\.dll)", re.I)
@@ -1064,7 +1065,7 @@ def _context_rules(
     for where, g in _found(hits, "free_swap"):
         total = parse_size(f"{g['total']}{g.get('tu') or 'M'}") or 0
         used = parse_size(f"{g['used']}{g.get('uu') or 'M'}") or 0
-        if total >= 64 << 20 and used >= SWAP_FULL * total:
+        if total >= SWAP_MIN_BYTES and used >= SWAP_FULL * total:
             add("host_oom", 1.2, [where])
             note(
                 "host_oom",

@@ -47,9 +47,8 @@ def score(part: str, by_cause: bool, misses: bool) -> float:
     n = len(items)
     top1 = top3 = silent = blamed = 0
     per: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])  # right first, total, silent
-    named: dict[str, list[float]] = defaultdict(
-        lambda: [0, 0, 0.0]
-    )  # named first: n, right, stated
+    # each cause named first: times, right, stated confidence summed
+    named: dict[str, list[float]] = defaultdict(lambda: [0, 0, 0.0])
     calib: dict[int, list[float]] = defaultdict(list)  # bin -> [stated..], with observed
     observed: dict[int, list[int]] = defaultdict(list)
     for case in items:
@@ -80,8 +79,8 @@ def score(part: str, by_cause: bool, misses: bool) -> float:
     if by_cause:
         for want, (right, total, quiet) in sorted(per.items(), key=lambda kv: -kv[1][1]):
             print(f"        {want:30} {right:3}/{total:<3} first   {quiet} silent")
-        # each cause as the engine's first answer: how often right against what it stated (the
-        # engine's RELIABILITY table is fitted on the dev part's)
+        # each cause as the engine's first answer: how often right against what it stated
+        # (causes.toml's reliability factors are fitted on the dev part's)
         for cid, (k, right_k, stated_k) in sorted(named.items(), key=lambda kv: -kv[1][0]):
             print(
                 f"        named first {cid:30} {int(k):3} times, right {right_k / k:.2f}, "
