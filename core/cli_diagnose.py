@@ -208,6 +208,13 @@ def render_diagnosis(
 def _render_cause(
     rank: int, c: Cause, paint: Painter, width: int, fixes: dict[str, Any], seen_in: str = ""
 ) -> list[str]:
+    if c.look_alike:  # the first cause's lines, fixes only once confirmed: how to tell
+        from tfdoctor.core.diagnose.engine import shipped_causes
+
+        info = shipped_causes().get(c.id)
+        tell = f"To tell: {info.confirm}" if info is not None and info.confirm else c.explanation
+        out = [paint(f"{rank}. Look-alike: {c.title}", "2") + f"  [{c.id}, {c.confidence:.0%}]"]
+        return out + [f"     {line}" for line in textwrap.wrap(tell, width - 5)]
     colour = "31;1" if rank == 1 else "33"
     out = [paint(f"{rank}. {c.title}", colour) + f"  [{c.id}, {c.confidence:.0%}]"]
     if seen_in:

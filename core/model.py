@@ -246,6 +246,9 @@ class Cause:
     explanation: str
     evidence: tuple[Evidence, ...] = ()
     fixes: tuple[str, ...] = ()
+    # not a finding: a cause whose signs look like those of the cause named first, offered
+    # after it with how to tell them apart (its fixes stay off the proposals)
+    look_alike: bool = False
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -255,6 +258,7 @@ class Cause:
             "explanation": self.explanation,
             "evidence": [e.to_json() for e in self.evidence],
             "fixes": list(self.fixes),
+            "look_alike": self.look_alike,
         }
 
     @classmethod
@@ -266,6 +270,7 @@ class Cause:
             str(data.get("explanation", "")),
             tuple(Evidence.from_json(e) for e in data.get("evidence") or ()),
             tuple(str(f) for f in data.get("fixes") or ()),
+            bool(data.get("look_alike", False)),
         )
 
 

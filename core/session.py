@@ -29,7 +29,7 @@ from tfdoctor.core.diagnose.combine import (
 from tfdoctor.core.diagnose.engine import diagnose, shipped_causes
 from tfdoctor.core.diagnose.telemetry_rules import telemetry_causes
 from tfdoctor.core.fixes.propose import measure, proposed_fixes
-from tfdoctor.core.model import Cause, Diagnosis, Evidence, Facts, Finding, Target
+from tfdoctor.core.model import Cause, Diagnosis, Evidence, Facts, Finding, Severity, Target
 
 if TYPE_CHECKING:
     from tfdoctor.core.bench.observe import WatchResult
@@ -250,7 +250,7 @@ def analyse(inputs: Inputs) -> Analysis:
             dataclasses.replace(
                 cause_finding(
                     rc.cause,
-                    rank_severity(first + i),
+                    Severity.INFO if rc.cause.look_alike else rank_severity(first + i),
                     sources=rc.sources,
                     evidence=with_context(inputs.logs, rc.cause.evidence),
                 ),

@@ -3,6 +3,7 @@ and the one way a cause is shown as a finding card."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -43,6 +44,8 @@ def combine(found: Iterable[tuple[str, Cause]]) -> list[RankedCause]:
     merged: dict[str, tuple[float, list[Evidence], list[str], Cause]] = {}
     for source, c in found:
         miss, ev, srcs, first = merged.get(c.id, (1.0, [], [], c))
+        if first.look_alike and not c.look_alike:
+            first = c  # a source found it: its words, not a look-alike's
         miss *= 1.0 - max(0.0, min(1.0, c.confidence))
         quoted_by = {x.text: x.source for x in ev}  # a line two inputs quote is shown once
         for e in c.evidence:
@@ -55,7 +58,9 @@ def combine(found: Iterable[tuple[str, Cause]]) -> list[RankedCause]:
     ranked = []
     for cid, (miss, ev, srcs, first) in merged.items():
         conf = round(1.0 - miss, 2)
-        cause = Cause(cid, conf, first.title, first.explanation, tuple(ev), first.fixes)
+        cause = Cause(
+            cid, conf, first.title, first.explanation, tuple(ev), first.fixes, first.look_alike
+        )
         ranked.append(RankedCause(cause, tuple(srcs)))
     ranked.sort(key=lambda r: (-r.cause.confidence, -len(r.sources), r.cause.id))
     return ranked
@@ -114,6 +119,8 @@ def cause_finding(
     Without: "title (where, 80% sure)".
     """
     pct = round(cause.confidence * 100)
+    if cause.look_alike:
+        cause = dataclasses.replace(cause, title=f"Look-alike: {cause.title}")
     if sources:
         title = f"{cause.title} — {confidence_words(cause.confidence)} ({pct}%)"
         explanation = f"{cause.explanation} Seen in: {', '.join(sources)}."

@@ -51,6 +51,12 @@ CANDIDATE_NOTE = (
     "Capture the whole output from the start (with TF_CPP_MIN_LOG_LEVEL=0), nvidia-smi, and the "
     "kernel log (tfdoctor diagnose --recent), or reproduce it under `tfdoctor bench`."
 )
+# A look-alike of the first cause (causes.toml's look_alikes), offered after it
+LOOK_ALIKE_SHARE = 0.5  # the first look-alike states this share of what the first leaves
+LOOK_ALIKE_NOTE = (
+    'A look-alike, not a finding: the lines behind "{first}" are also this cause\'s signs, '
+    "so it stays possible if the fixes above do not help. To tell them apart:"
+)
 EVIDENCE_PER_SIGNATURE = 4
 EVIDENCE_PER_CAUSE = 8
 SEEN_LINES_KEPT = 20_000
@@ -392,6 +398,7 @@ class Diagnoser:
         for i in range(1, len(causes)):
             if causes[i].confidence > causes[i - 1].confidence:
                 causes[i] = replace(causes[i], confidence=causes[i - 1].confidence)
+        causes.extend(_look_alikes(causes, self.causes, not_for))
         return Diagnosis(
             causes=tuple(causes),
             lines_read=self.lines_read,
@@ -407,6 +414,48 @@ class Diagnoser:
                 )
             ),
         )
+
+
+def _look_alikes(
+    causes: list[Cause], infos: Mapping[str, CauseInfo], not_for: Mapping[str, set[str]]
+) -> list[Cause]:
+    """The first cause's look-alikes (causes.toml) that the log did not name, as low candidates
+    after it, up to CANDIDATES causes in all: what the same lines also fit, and how to tell.
+
+    Each states a share of what the first leaves unsaid (half, then a quarter), never more than
+    CANDIDATE_CONFIDENCE or the cause before it; its evidence is the first cause's lines.
+    """
+    if not causes:
+        return []
+    first = causes[0]
+    named = {c.id for c in causes}
+    prev = causes[-1].confidence
+    share = LOOK_ALIKE_SHARE
+    out: list[Cause] = []
+    for cid in infos[first.id].look_alikes:
+        if len(causes) + len(out) >= CANDIDATES:
+            break
+        if cid in named:
+            continue
+        info = infos[cid]
+        confidence = round(
+            min(prev, max(0.01, (1 - first.confidence) * share), CANDIDATE_CONFIDENCE), 2
+        )
+        note = LOOK_ALIKE_NOTE.format(first=first.title.rstrip("."))
+        out.append(
+            Cause(
+                id=cid,
+                confidence=confidence,
+                title=info.title,
+                explanation=" ".join(t for t in (note, info.confirm, info.explanation) if t),
+                evidence=first.evidence,
+                fixes=tuple(f for f in info.fixes if f not in not_for.get(cid, ())),
+                look_alike=True,
+            )
+        )
+        prev = confidence
+        share /= 2
+    return out
 
 
 def _stated_words(stated: Stated) -> tuple[tuple[str, str, str], ...]:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
+import io
+import itertools
 import json
 import re
 import subprocess
@@ -843,3 +846,58 @@ def test_a_host_oom_kill_in_words_with_fixes_that_fit_the_kill() -> None:
     texts = [e.text for e in twice.evidence]
     assert len(texts) == len(set(texts))
     assert sum("Killed process 25315" in t for t in texts) == 1
+
+
+LONE_CUDNN = (
+    "2019-05-01 10:00:00.000000: W tensorflow/stream_executor/platform/default/dso_loader.cc:55]"
+    " Could not load dynamic library 'libcudnn.so.7'; dlerror: libcudnn.so.7: cannot open shared"
+    " object file: No such file or directory\n"
+)
+CLEAR_OOM = (
+    "tensorflow.python.framework.errors_impl.ResourceExhaustedError: OOM when allocating tensor "
+    "with shape[256,64,112,112] and type float on /job:localhost/replica:0/task:0/device:GPU:0 "
+    "by allocator GPU_0_bfc\n"
+)
+
+
+def test_the_first_causes_look_alikes_follow_it_with_how_to_tell_them_apart() -> None:
+    """A library not found may be absent or another version; an OOM may be the job's size or
+    memory another process took: the other readings follow the first, low and marked, each
+    saying how to confirm it on the machine, quoting the same lines."""
+    for log in (LONE_CUDNN, CLEAR_OOM):
+        causes = diagnose(log.encode()).causes
+        first, alikes = causes[0], [c for c in causes if c.look_alike]
+        assert not first.look_alike and alikes and len(causes) <= 3
+        info = engine.shipped_causes()
+        named = {c.id for c in causes if not c.look_alike}
+        want = [a for a in info[first.id].look_alikes if a not in named]
+        assert [c.id for c in alikes] == want[: len(alikes)]
+        for before, c in itertools.pairwise(causes):
+            assert c.confidence <= before.confidence
+        for c in alikes:
+            assert c.confidence <= 0.3
+            assert info[c.id].confirm in c.explanation and "look-alike" in c.explanation
+            assert c.evidence == first.evidence
+    oom = diagnose(CLEAR_OOM.encode()).causes
+    assert [c.id for c in oom] == ["gpu_oom", "gpu_memory_contention", "fragmentation"]
+    assert oom[1].confidence < 0.1  # a clear OOM leaves little to the look-alikes
+
+
+def test_a_look_alike_proposes_no_fix_and_shows_as_one_in_the_terminal() -> None:
+    from tfdoctor.core.cli_diagnose import render_diagnosis
+    from tfdoctor.core.diagnose.combine import RankedCause, combine
+    from tfdoctor.core.fixes import propose
+    from tfdoctor.core.terminal import Painter
+
+    d = diagnose(CLEAR_OOM.encode())
+    fixes = propose.proposed_fixes([RankedCause(c, ()) for c in d.causes], (), None).fixes
+    assert "stop_gpu_process" not in {fid for fid, _ in fixes}  # contention's, a look-alike's
+    assert "smaller_batch" in {fid for fid, _ in fixes}
+    text = render_diagnosis(d, Painter(io.StringIO(), force=False))
+    assert "2. Look-alike: Another process" in text
+    assert text.count("ResourceExhaustedError") == 1, text  # its lines: shown once
+    # another source that found the look-alike makes it a finding, in that source's words
+    found = dataclasses.replace(d.causes[1], look_alike=False, explanation="seen by nvidia-smi")
+    merged = {r.cause.id: r.cause for r in combine([("log", d.causes[1]), ("check", found)])}
+    assert not merged["gpu_memory_contention"].look_alike
+    assert merged["gpu_memory_contention"].explanation == "seen by nvidia-smi"

@@ -33,6 +33,8 @@ def test_everything_loads_and_every_id_resolves() -> None:
     assert len(kb.fixes) >= 30 and len(kb.causes) >= 15 and len(kb.signatures) >= 40
     for cause in kb.causes.values():
         assert cause.fixes and set(cause.fixes) <= set(kb.fixes), cause.id
+        # offered as a look-alike, a cause says how to confirm it
+        assert cause.confirm.endswith("."), cause.id
     for sig in kb.signatures:
         assert set(sig.causes) <= set(kb.causes), sig.id
     for fix in kb.fixes.values():
@@ -94,6 +96,20 @@ def _edit(folder: Path, name: str, old: str, new: str) -> None:
             'id = "fragmentation"\nreliability = 3\n',
             r"causes\.toml: \[\[cause\]\] #3 \(fragmentation\): reliability must be a number "
             r"from 0\.5 to 1\.5",
+        ),
+        (
+            "causes.toml",
+            'look_alikes = ["gpu_oom", "gpu_memory_contention"]',
+            'look_alikes = ["gpu_oom", "gpu_memory_contension"]',
+            r"causes\.toml: \[\[cause\]\] #3 \(fragmentation\): look_alikes names unknown other "
+            r"cause ids gpu_memory_contension",
+        ),
+        (
+            "causes.toml",
+            'look_alikes = ["gpu_oom", "gpu_memory_contention"]',
+            'look_alikes = ["gpu_oom", "fragmentation"]',
+            r"causes\.toml: \[\[cause\]\] #3 \(fragmentation\): look_alikes names unknown other "
+            r"cause ids fragmentation",
         ),
         (
             "fixes.toml",
