@@ -325,7 +325,7 @@ def _diagnose_case(args: argparse.Namespace, inputs: list[Any], names: list[str]
         if refused:
             return _fail(refused)
         fmt = export.format_of(args.export)
-        causes = [r.cause.id for r in a.ranked]
+        causes = a.cause_ids
         try:
             kernel = export.target_kernel(check.target if check is not None else None)
             text = export.proposal_script(

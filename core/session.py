@@ -149,6 +149,11 @@ class Analysis:
     def fix_ids(self) -> list[str]:
         return [fid for fid, _ in self.fixes]
 
+    @property
+    def cause_ids(self) -> list[str]:
+        """The ranked causes found (not the first one's look-alikes), best first."""
+        return [r.cause.id for r in self.ranked if not r.cause.look_alike]
+
 
 # --------------------------------------------------------------------------- workload hints
 

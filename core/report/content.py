@@ -312,12 +312,14 @@ def _causes(ranked: Sequence[RankedCause]) -> list[dict[str, Any]]:
         {
             "rank": i + 1,
             "id": rc.cause.id,
-            "title": rc.cause.title,
+            # a look-alike quotes the first cause's lines: marked, and its lines not repeated
+            "title": f"Look-alike: {rc.cause.title}" if rc.cause.look_alike else rc.cause.title,
+            "look_alike": rc.cause.look_alike,
             "confidence": rc.cause.confidence,
             "confidence_words": confidence_words(rc.cause.confidence),
             "seen_in": list(rc.sources),
             "explanation": rc.cause.explanation,
-            "evidence": _evidence(rc.cause.evidence, EVIDENCE_LINES),
+            "evidence": [] if rc.cause.look_alike else _evidence(rc.cause.evidence, EVIDENCE_LINES),
             "fixes": [
                 {"id": fid, "title": known[fid].title if fid in known else fid}
                 for fid in rc.cause.fixes
@@ -437,7 +439,7 @@ def _fix_script(session: Session, analysis: Analysis | None) -> dict[str, Any]:
         text = export.proposal_script(
             "sh",
             analysis.fix_ids,
-            [r.cause.id for r in analysis.ranked],
+            analysis.cause_ids,
             session.facts(),
             session.target.python if session.target else None,
             analysis.params,

@@ -284,7 +284,7 @@ class ExportPage(QWidget):
         return export.proposal_script(
             fmt,
             analysis.fix_ids,
-            [r.cause.id for r in analysis.ranked],
+            analysis.cause_ids,
             self.session.facts(),
             python,
             analysis.params,

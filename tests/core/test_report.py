@@ -172,3 +172,23 @@ def test_a_run_that_failed_in_the_program_says_so_with_its_line() -> None:
     error = data["error"]
     assert error["lines"][0]["text"].startswith("ValueError: Exception encountered")
     assert "not of the GPU set-up" in error["note"]
+
+
+def test_a_look_alike_is_marked_in_the_report_and_left_off_the_fix_scripts_causes() -> None:
+    """A lone library not found: another CUDA version first, absent libraries next, then the
+    old driver as a look-alike: marked as one, its lines not quoted again, and the fix
+    script's header names only the causes the log showed."""
+    s = Session(door="log")
+    s.add_log(
+        "pasted text",
+        b"W dso_loader.cc:64] Could not load dynamic library 'libcudart.so.10.1'; dlerror: "
+        b"libcudart.so.10.1: cannot open shared object file: No such file or directory\n",
+    )
+    rep = content.build(s, s.analysis())
+    causes = rep.data["causes"]
+    alike = [c for c in causes if c["look_alike"]]
+    assert alike and all(c["title"].startswith("Look-alike: ") for c in alike)
+    assert all(c["evidence"] == [] for c in alike) and causes[0]["evidence"]
+    md = render.render(rep, "md")
+    header = next(line for line in md.splitlines() if line.startswith("# causes: "))
+    assert alike[0]["id"] not in header and causes[0]["id"] in header

@@ -2,7 +2,8 @@
 the corpus (tuned on) and on the sealed part (never tuned on), every time both.
 
 Scores: top-1 (the right cause first; for a harmless log, no cause at all), top-3, the logs it
-answered nothing for although they had a cause, harmless logs it blamed; the same by cause;
+answered nothing for although they had a cause, harmless logs it blamed; the same by cause,
+with how often the first cause's look-alikes were right against what they stated;
 and the calibration of its stated confidence (stated vs observed, by bins) on each part.
 Then how the answer holds when a paste loses its key lines: each log answered right first is
 diagnosed again without the lines that proved its cause (tests/corpus.py:without_key_lines).
@@ -31,6 +32,10 @@ def ranked(case: Case) -> list[tuple[str, float]]:
     return [(c.id, c.confidence) for c in diagnose(case.log.encode()).causes]
 
 
+def look_alikes(case: Case) -> list[tuple[str, float]]:
+    return [(c.id, c.confidence) for c in diagnose(case.log.encode()).causes if c.look_alike]
+
+
 def top1_right(want: str, ids: list[str]) -> bool:
     return ids[:1] == [want] or (want == "none" and not ids)
 
@@ -51,6 +56,7 @@ def score(part: str, by_cause: bool, misses: bool) -> float:
     named: dict[str, list[float]] = defaultdict(lambda: [0, 0, 0.0])
     calib: dict[int, list[float]] = defaultdict(list)  # bin -> [stated..], with observed
     observed: dict[int, list[int]] = defaultdict(list)
+    alike = [0, 0, 0.0]  # look-alikes offered, right, stated confidence summed
     for case in items:
         got = ranked(case)
         ids = [i for i, _ in got]
@@ -70,6 +76,11 @@ def score(part: str, by_cause: bool, misses: bool) -> float:
             named[got[0][0]][0] += 1
             named[got[0][0]][1] += got[0][0] == case.want
             named[got[0][0]][2] += conf
+        if by_cause:
+            for cid, conf in look_alikes(case):
+                alike[0] += 1
+                alike[1] += cid == case.want
+                alike[2] += conf
         if misses and not ok1:
             print(f"  miss {case.name}: want {case.want}, got {got[:3]}")
     print(
@@ -85,6 +96,11 @@ def score(part: str, by_cause: bool, misses: bool) -> float:
             print(
                 f"        named first {cid:30} {int(k):3} times, right {right_k / k:.2f}, "
                 f"stated {stated_k / k:.2f}"
+            )
+        if alike[0]:  # the first cause's look-alikes (causes.toml), after it
+            print(
+                f"        look-alikes offered {int(alike[0])} times, "
+                f"right {alike[1] / alike[0]:.2f}, stated {alike[2] / alike[0]:.2f}"
             )
     for b, (lo, hi) in enumerate(BINS):
         if calib[b]:
