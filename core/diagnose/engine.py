@@ -51,9 +51,9 @@ CANDIDATE_NOTE = (
     "Capture the whole output from the start (with TF_CPP_MIN_LOG_LEVEL=0), nvidia-smi, and the "
     "kernel log (tfdoctor diagnose --recent), or reproduce it under `tfdoctor bench`."
 )
-# A look-alike of the first cause (causes.toml's look_alikes), offered after it
-# the first look-alike states this share of what the first cause leaves (fitted on dev, where
-# look-alikes were right 2% of the time)
+# A look-alike of the first cause (causes.toml's look_alikes), offered after it: the first one
+# states this share of what the first cause leaves (fitted on dev, where look-alikes were right
+# 2% of the time)
 LOOK_ALIKE_SHARE = 0.2
 LOOK_ALIKE_NOTE = (
     'A look-alike, not a finding: the lines behind "{first}" are also this cause\'s signs, '
