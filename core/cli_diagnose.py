@@ -213,7 +213,7 @@ def _render_cause(
 
         info = shipped_causes().get(c.id)
         tell = f"To tell: {info.confirm}" if info is not None and info.confirm else c.explanation
-        out = [paint(f"{rank}. Look-alike: {c.title}", "2") + f"  [{c.id}, {c.confidence:.0%}]"]
+        out = [paint(f"{rank}. {c.shown_title}", "2") + f"  [{c.id}, {c.confidence:.0%}]"]
         return out + [f"     {line}" for line in textwrap.wrap(tell, width - 5)]
     colour = "31;1" if rank == 1 else "33"
     out = [paint(f"{rank}. {c.title}", colour) + f"  [{c.id}, {c.confidence:.0%}]"]

@@ -250,6 +250,11 @@ class Cause:
     # after it with how to tell them apart (its fixes stay off the proposals)
     look_alike: bool = False
 
+    @property
+    def shown_title(self) -> str:
+        """The title as every view shows it: a look-alike says it is one."""
+        return f"Look-alike: {self.title}" if self.look_alike else self.title
+
     def to_json(self) -> dict[str, Any]:
         return {
             "id": self.id,

@@ -3,7 +3,6 @@ and the one way a cause is shown as a finding card."""
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -119,13 +118,11 @@ def cause_finding(
     Without: "title (where, 80% sure)".
     """
     pct = round(cause.confidence * 100)
-    if cause.look_alike:
-        cause = dataclasses.replace(cause, title=f"Look-alike: {cause.title}")
     if sources:
-        title = f"{cause.title} — {confidence_words(cause.confidence)} ({pct}%)"
+        title = f"{cause.shown_title} — {confidence_words(cause.confidence)} ({pct}%)"
         explanation = f"{cause.explanation} Seen in: {', '.join(sources)}."
     else:
-        title = f"{cause.title} ({where + ', ' if where else ''}{pct}% sure)"
+        title = f"{cause.shown_title} ({where + ', ' if where else ''}{pct}% sure)"
         explanation = cause.explanation
     return Finding(
         f"{id_prefix}{cause.id}",

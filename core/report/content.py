@@ -313,7 +313,7 @@ def _causes(ranked: Sequence[RankedCause]) -> list[dict[str, Any]]:
             "rank": i + 1,
             "id": rc.cause.id,
             # a look-alike quotes the first cause's lines: marked, and its lines not repeated
-            "title": f"Look-alike: {rc.cause.title}" if rc.cause.look_alike else rc.cause.title,
+            "title": rc.cause.shown_title,
             "look_alike": rc.cause.look_alike,
             "confidence": rc.cause.confidence,
             "confidence_words": confidence_words(rc.cause.confidence),

@@ -23,7 +23,7 @@ from tfdoctor.core.diagnose.engine import ExitInfo, diagnose
 from tfdoctor.core.diagnose.reader import iter_lines, unwrap
 from tfdoctor.core.knowledge import KnowledgeError
 from tfdoctor.core.knowledge.compat_load import load as load_compat
-from tfdoctor.core.model import Fact, Facts
+from tfdoctor.core.model import Fact, Facts, Severity
 
 TFDOCTOR = str(Path(sys.executable).parent / "tfdoctor")
 
@@ -885,7 +885,7 @@ def test_the_first_causes_look_alikes_follow_it_with_how_to_tell_them_apart() ->
 
 def test_a_look_alike_proposes_no_fix_and_shows_as_one_in_the_terminal() -> None:
     from tfdoctor.core.cli_diagnose import render_diagnosis
-    from tfdoctor.core.diagnose.combine import RankedCause, combine
+    from tfdoctor.core.diagnose.combine import RankedCause, cause_finding, combine
     from tfdoctor.core.fixes import propose
     from tfdoctor.core.terminal import Painter
 
@@ -895,6 +895,8 @@ def test_a_look_alike_proposes_no_fix_and_shows_as_one_in_the_terminal() -> None
     assert "smaller_batch" in {fid for fid, _ in fixes}
     text = render_diagnosis(d, Painter(io.StringIO(), force=False))
     assert "2. Look-alike: Another process" in text
+    card = cause_finding(d.causes[1], Severity.INFO, sources=("crash log",))
+    assert card.title.startswith("Look-alike: Another process")  # the app's card says so too
     assert text.count("ResourceExhaustedError") == 1, text  # its lines: shown once
     # another source that found the look-alike makes it a finding, in that source's words
     found = dataclasses.replace(d.causes[1], look_alike=False, explanation="seen by nvidia-smi")
