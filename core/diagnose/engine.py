@@ -317,7 +317,8 @@ class Diagnoser:
             )
         )
         before_facts = {c: scores.get(c, 0.0) for c in _SETTING_CAUSES}
-        fact_rules(stated, add, _noter(notes), gpu_symptom=symptom)
+        library_failed = any(by_id[sid].role == "handle_fail" for sid in self.hits)
+        fact_rules(stated, add, _noter(notes), gpu_symptom=symptom, library_failed=library_failed)
         told_by_facts = any(scores.get(c, 0.0) != v for c, v in before_facts.items())
         _bfc_rules(ooms, self.hits, add, notes, facts)
         _holder_rule(self.hits, scores, add, _noter(notes), facts)

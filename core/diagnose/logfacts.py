@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from packaging.version import InvalidVersion, Version
 
@@ -32,6 +32,12 @@ _SONAME = re.compile(r"\.so\.(\d+)(?:\.(\d+))?|64_(\d+)\.dll|\.(\d+)\.(\d+)\.dyl
 TOOLKIT_LIB = re.compile(r"cu(?:dart|blas|fft|rand|solver|sparse|pti)|nvrtc", re.I)
 RUNTIME_LIB = re.compile(r"cudart|cublas(?!Lt)", re.I)
 _CUDNN_LIB = re.compile(r"cudnn", re.I)
+# cuDNN 7 was built for CUDA 8.0 to 10.2 only (libcudnn.so.7, cudnn64_7.dll)
+_CUDNN7_LIB = re.compile(r"cudnn(?:\.so\.|64_)7(?:\.|$)", re.I)
+CUDNN7_LAST_CUDA = (10, 2)
+# a cuDNN / cuBLAS failure on a GPU the build's CUDA has no code for is explained by it: more
+# than the handle failure's usual reading (another process holding the memory) is worth
+ARCH_EXPLAINS_LIBRARY = 2.5
 
 
 def cuda_soname(lib: str) -> tuple[int, int | None] | None:
@@ -74,6 +80,8 @@ class Stated:
     cc_newest_line: Line | None = None
     gpu_created: bool = False  # TensorFlow created a GPU device: the GPU it has is supported
     runs_cuda: tuple[Line, str] | None = None  # a CUDA runtime / cuBLAS it loaded: (line, lib)
+    runs_cudnn7: tuple[Line, str] | None = None  # a cuDNN 7 it loaded (built for CUDA <= 10.2)
+    models: tuple[tuple[Line, str], ...] = ()  # GPU product names the log gives: (line, name)
 
 
 def read_stated(
@@ -122,8 +130,15 @@ def read_stated(
         for ln, g in hits("cuda_lib_opened")
         if g.get("lib") and _BUILD_CUDA_LIB.search(g["lib"]) and cuda_soname(g["lib"])
     ]
+    cudnn7 = [
+        (ln, g["lib"])
+        for ln, g in hits("cuda_lib_opened")
+        if g.get("lib") and _CUDNN7_LIB.search(g["lib"])
+    ]
     return Stated(
         runs_cuda=loaded[0] if loaded else None,
+        runs_cudnn7=cudnn7[0] if cudnn7 else None,
+        models=tuple((ln, g["model"]) for ln, g in hits("gpu_model_named") if g.get("model")),
         cuda=cuda[1] if cuda else None,
         cuda_line=cuda[0] if cuda else None,
         cudnn=cudnn[1] if cudnn else None,
@@ -216,15 +231,18 @@ def fact_rules(
     note: Callable[[str, str], None],
     *,
     gpu_symptom: bool,
+    library_failed: bool = False,
 ) -> None:
-    """Add the causes the stated facts imply (``gpu_symptom``: the log shows no GPU in use)."""
+    """Add the causes the stated facts imply (``gpu_symptom``: the log shows no GPU in use;
+    ``library_failed``: a GPU library, cuDNN or cuBLAS, failed to start or to run)."""
     try:
         compat = load_compat()
     except KnowledgeError:
         return  # a broken install: the signatures still work without the tables
+    stated = _cc_from_model(stated, compat)
     _installed_rules(stated, add, note)
     _driver_for_wanted(stated, compat, add, note)
-    _cuda_older_than_gpu(stated, compat, add, note)
+    _cuda_older_than_gpu(stated, compat, add, note, library_failed=library_failed)
     tf = stated.tf_version
     if tf is None:
         _cc_without_version(stated, add, note)
@@ -290,33 +308,73 @@ def fact_rules(
             )
 
 
+def _cc_from_model(stated: Stated, compat: Compat) -> Stated:
+    """A log that names its GPU but states no compute capability: the product's, when every
+    GPU it names has the same one (two GPUs of different CCs leave it unknown)."""
+    if stated.cc is not None or not stated.models:
+        return stated
+    ccs = {(cc, ln) for ln, name in stated.models if (cc := compat.cc_of_model(name))}
+    if len({cc for cc, _ in ccs}) != 1:
+        return stated
+    cc, line = min(ccs, key=lambda c: (c[1][0], c[1][1]))
+    return replace(stated, cc=cc, cc_line=line, cc_newest=cc, cc_newest_line=line)
+
+
 def _cuda_older_than_gpu(
     stated: Stated,
     compat: Compat,
     add: Callable[[str, float, list[Line]], None],
     note: Callable[[str, str], None],
+    *,
+    library_failed: bool = False,
 ) -> None:
     """A GPU newer than the CUDA this TensorFlow runs on: that CUDA's libraries (cuBLAS, cuDNN)
-    have no code for it (an RTX 30 card under a CUDA 10 build, an RTX 50 under CUDA 11)."""
-    if stated.runs_cuda is None or stated.cc_newest is None:
+    have no code for it (an RTX 30 card under a CUDA 10 build, an RTX 50 under CUDA 11).
+
+    The CUDA it runs on is read, surest first, from the CUDA runtime or cuBLAS it loaded, from
+    a cuDNN 7 it loaded (never built past CUDA 10.2), or from the release the TensorFlow
+    version the log states was built and tested with (a build from source may differ). A
+    cuDNN or cuBLAS failure on such a GPU is what that looks like: it counts as explained."""
+    if stated.cc_newest is None:
         return
-    line, lib = stated.runs_cuda
-    want = cuda_soname(lib)
     first = compat.first_cuda_for_cc(stated.cc_newest)
-    if want is None or first is None:
+    if first is None:
         return
     need = tuple(int(p) for p in first[0].split("."))
-    # from CUDA 11 on the file name carries the major only (libcudart.so.11.0 is every 11.x)
-    have = (want[0], want[1] or 0) if want[0] <= 10 else (want[0],)
+    have: tuple[int, ...]
+    if stated.runs_cuda is not None:
+        line, lib = stated.runs_cuda
+        want = cuda_soname(lib)
+        if want is None:
+            return
+        # from CUDA 11 on the file name carries the major only (libcudart.so.11.0 is every 11.x)
+        have = (want[0], want[1] or 0) if want[0] <= 10 else (want[0],)
+        runs, weight = f"{want[0]}.{want[1] or 0}" if want[0] <= 10 else f"{want[0]}.x", 3.5
+        runs = f"{runs} ({lib})"
+    elif stated.runs_cudnn7 is not None:
+        line, lib = stated.runs_cudnn7
+        have, weight = CUDNN7_LAST_CUDA, 3.5
+        runs = f"10.2 at most (it loaded {lib}, a cuDNN 7: no cuDNN 7 was built for CUDA 11)"
+    elif stated.tf_version is not None and stated.tf_line is not None:
+        tested = compat.tested_cuda(stated.tf_version)
+        if tested is None or not tested[0]:
+            return
+        try:
+            have = tuple(int(p) for p in tested[0].split(".")[:2])
+        except ValueError:
+            return
+        line, weight = stated.tf_line, 3.0
+        runs = f"{tested[0]} (TensorFlow {stated.tf_version}'s tested build)"
+    else:
+        return
     if have >= need[: len(have)]:
         return
     where = [line, stated.cc_newest_line] if stated.cc_newest_line else [line]
-    add("unsupported_gpu_arch", 3.5, where)
-    runs = f"{want[0]}.{want[1] or 0}" if want[0] <= 10 else f"{want[0]}.x"
+    add("unsupported_gpu_arch", weight + (ARCH_EXPLAINS_LIBRARY if library_failed else 0), where)
     note(
         "unsupported_gpu_arch",
         f"The GPU has compute capability {stated.cc_newest} ({first[1]}), which needs CUDA "
-        f"{first[0]} or newer; this TensorFlow runs on CUDA {runs} ({lib}), whose libraries "
+        f"{first[0]} or newer; this TensorFlow runs on CUDA {runs}, whose libraries "
         "have no code for it. Use a TensorFlow built for a newer CUDA.",
     )
 

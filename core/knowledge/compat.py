@@ -15,6 +15,7 @@ from tfdoctor.core.knowledge.compat_types import (
     CudaDriverRow,
     DriverReq,
     EnvVarFact,
+    GpuModel,
     MinorCompat,
     TfBuild,
     TfTested,
@@ -61,6 +62,7 @@ class Compat:
         cc_problems: Iterable[CcProblem],
         env_vars: Iterable[EnvVarFact],
         tf_tested: Iterable[TfTested] = (),
+        gpu_models: Iterable[GpuModel] = (),
     ) -> None:
         self.origin = origin
         self.tf_builds: tuple[TfBuild, ...] = tuple(
@@ -71,6 +73,7 @@ class Compat:
         self.cuda_drivers: tuple[CudaDriverRow, ...] = tuple(cuda_drivers)
         self.minor_compat: tuple[MinorCompat, ...] = tuple(minor_compat)
         self.architectures: tuple[Architecture, ...] = tuple(architectures)
+        self.gpu_models: tuple[GpuModel, ...] = tuple(gpu_models)
         self.cc_problems: tuple[CcProblem, ...] = tuple(cc_problems)
         self.env_vars: tuple[EnvVarFact, ...] = tuple(env_vars)
 
@@ -424,6 +427,12 @@ class Compat:
         """
         arch = self._arch_by_cc.get(cc.strip())
         return None if arch is None else arch.name
+
+    def cc_of_model(self, name: str) -> str | None:
+        """The compute capability of a GPU product name as a log writes it (``'GeForce RTX
+        3090'`` -> ``'8.6'``), or None for a name the table does not list or lists twice."""
+        ccs = {m.cc for m in self.gpu_models if m.names.search(name)}
+        return ccs.pop() if len(ccs) == 1 else None
 
     def first_cuda_for_cc(self, cc: str) -> tuple[str, str] | None:
         """The oldest CUDA toolkit whose libraries can run native code on a compute capability,

@@ -18,6 +18,7 @@ from tfdoctor.core.knowledge.compat_types import (
     CcProblem,
     CudaDriverRow,
     EnvVarFact,
+    GpuModel,
     MinorCompat,
     TfBuild,
     TfTested,
@@ -82,6 +83,7 @@ def _parse(data: dict[str, Any], origin: str) -> Compat:
             "minor_compat",
             "cuda_driver",
             "architecture",
+            "gpu_model",
             "cc_problem",
             "env_var",
         },
@@ -107,7 +109,8 @@ def _parse(data: dict[str, Any], origin: str) -> Compat:
         windows_native_source=last_tf_source,
         cuda_drivers=_parse_cuda_drivers(top.tables("cuda_driver"), origin),
         minor_compat=_parse_minor_compat(top.tables("minor_compat"), origin),
-        architectures=_parse_architectures(top.tables("architecture"), origin),
+        architectures=(archs := _parse_architectures(top.tables("architecture"), origin)),
+        gpu_models=_parse_gpu_models(top.tables("gpu_model"), origin, archs),
         cc_problems=_parse_cc_problems(top.tables("cc_problem"), origin),
         env_vars=_parse_env_vars(top.tables("env_var"), origin),
     )
@@ -313,6 +316,22 @@ def _parse_architectures(rows: list[Any], origin: str) -> list[Architecture]:
             )
         )
     return archs
+
+
+def _parse_gpu_models(rows: list[Any], origin: str, archs: list[Architecture]) -> list[GpuModel]:
+    known = {cc for a in archs for cc in a.ccs}
+    models: list[GpuModel] = []
+    for i, raw in enumerate(rows, 1):
+        row = Row(raw, f"{origin}: [[gpu_model]] #{i}", {"names", "cc", "source"})
+        cc = row.req_str("cc")
+        if cc not in known:
+            raise KnowledgeError(f"{row.where}: CC {cc!r} belongs to no [[architecture]]")
+        try:
+            names = re.compile(row.req_str("names"), re.IGNORECASE)
+        except re.error as e:
+            raise KnowledgeError(f"{row.where}: names is not a regular expression: {e}") from e
+        models.append(GpuModel(names=names, cc=cc, source=row.source()))
+    return models
 
 
 def _parse_cc_problems(rows: list[Any], origin: str) -> list[CcProblem]:

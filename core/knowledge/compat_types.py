@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+import re
 from dataclasses import dataclass
 
 from packaging.version import Version
@@ -131,6 +132,15 @@ class Architecture:
     products: str | None
     source: str
     first_cuda: str | None = None  # the first CUDA toolkit that builds code for it ("11.0")
+
+
+@dataclass(frozen=True)
+class GpuModel:
+    """GPU product names that all have one compute capability (``RTX 30x0`` -> 8.6)."""
+
+    names: re.Pattern[str]  # matched against a product name as a log writes it
+    cc: str
+    source: str
 
 
 @dataclass(frozen=True)

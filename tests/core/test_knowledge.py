@@ -801,11 +801,44 @@ def test_minimal_file_loads(tmp_path: Path) -> None:
             'since = { b = "2.5" }\nsource = "https://x.y"\n',
             "unknown value 'b'",
         ),
+        (
+            _valid() + '[[gpu_model]]\nnames = \'RTX 40\'\ncc = "8.9"\nsource = "https://x.y"\n',
+            r"\[\[gpu_model\]\] #1: CC '8.9' belongs to no \[\[architecture\]\]",
+        ),
+        (
+            _valid() + '[[gpu_model]]\nnames = \'RTX (30\'\ncc = "8.6"\nsource = "https://x.y"\n',
+            "names is not a regular expression",
+        ),
     ],
 )
 def test_malformed_files_are_rejected(tmp_path: Path, text: str, message: str) -> None:
     with pytest.raises(KnowledgeError, match=message):
         load_from(_write(tmp_path, text))
+
+
+@pytest.mark.parametrize(
+    ("name", "cc"),
+    [
+        ("NVIDIA GeForce RTX 3090", "8.6"),
+        ("GeForce RTX 2080 SUPER", "7.5"),
+        ("GeForce GTX 1080 Ti", "6.1"),
+        ("NVIDIA GeForce RTX 4090", "8.9"),
+        ("NVIDIA GeForce RTX 5090", "12.0"),
+        ("Tesla K80", "3.7"),
+        ("NVIDIA A100-SXM4-40GB", "8.0"),
+        ("NVIDIA H100 80GB HBM3", "9.0"),
+        ("Tesla V100-SXM2-16GB", "7.0"),
+        ("GeForce GTX 960M", None),  # a laptop 960M is 5.0, the desktop 960 is 5.2
+        ("GeForce GT 730", None),  # sold as 2.1 and as 3.5
+        ("Quadro P4000", None),  # not in the table
+    ],
+)
+def test_a_gpu_product_name_gives_its_compute_capability(
+    compat: Compat, name: str, cc: str | None
+) -> None:
+    assert compat.cc_of_model(name) == cc
+    if cc is not None:  # every CC the table gives belongs to an architecture
+        assert compat.architecture(cc) is not None
 
 
 def test_missing_file_is_a_knowledge_error(tmp_path: Path) -> None:

@@ -275,3 +275,71 @@ def test_the_driver_proc_reports_is_the_driver() -> None:
     )
     got = first(log)
     assert got is not None and got[0] == "driver_too_old" and "440.33.01" in got[2]
+
+
+# ------------------------------------------ a GPU newer than the CUDA the TensorFlow build runs on
+CUDNN_HANDLE = (
+    "E tensorflow/stream_executor/cuda/cuda_dnn.cc:328] Could not create cudnn handle: "
+    "CUDNN_STATUS_INTERNAL_ERROR\n"
+)
+RTX_3090_FOUND = (
+    "I tensorflow/core/common_runtime/gpu/gpu_device.cc:1716] Found device 0 with properties:\n"
+    "pciBusID: 0000:0a:00.0 name: GeForce RTX 3090 computeCapability: 8.6\n"
+)
+RTX_3080_SMI = "|   0  GeForce RTX 3080    Off  | 00000000:01:00.0  On |                  N/A |\n"
+
+
+@pytest.mark.parametrize(
+    ("log", "runs"),
+    [
+        (
+            RTX_3090_FOUND + "I dso_loader.cc:48] Successfully opened dynamic library "
+            "libcudart.so.10.1\n" + CUDNN_HANDLE,
+            "CUDA 10.1 (libcudart.so.10.1)",
+        ),
+        (
+            RTX_3090_FOUND + "I dso_loader.cc:48] Successfully opened dynamic library "
+            "libcudnn.so.7\n" + CUDNN_HANDLE,
+            "CUDA 10.2 at most",
+        ),
+        ("tensorflow-gpu==2.3.0\n" + RTX_3080_SMI + CUDNN_HANDLE, "CUDA 10.1 (TensorFlow 2.3"),
+    ],
+    ids=["cudart-loaded", "cudnn7-loaded", "tf-version-and-gpu-name"],
+)
+def test_a_gpu_newer_than_the_builds_cuda_explains_a_cudnn_failure(log: str, runs: str) -> None:
+    """An RTX 30 card under a CUDA 10 TensorFlow: cuDNN has no code for it, and that, not
+    another process holding the memory, is why its handle cannot be created."""
+    got = first(log)
+    assert got is not None
+    cause, confidence, text = got
+    assert cause == "unsupported_gpu_arch" and confidence >= 0.6
+    assert "needs CUDA 11.0 or newer" in text and runs in text
+
+
+@pytest.mark.parametrize(
+    "log",
+    [
+        # TF 2.4 is built for CUDA 11.0: an RTX 30 card has code there
+        "tensorflow-gpu==2.4.0\n" + RTX_3080_SMI + CUDNN_HANDLE,
+        RTX_3090_FOUND + "Successfully opened dynamic library libcudart.so.11.0\n" + CUDNN_HANDLE,
+        # two GPUs of different compute capabilities: which one TF used is unknown
+        "tensorflow-gpu==2.3.0\n"
+        + RTX_3080_SMI
+        + "|   1  GeForce GTX 1080    Off  | 00000000:02:00.0 Off |                  N/A |\n"
+        + CUDNN_HANDLE,
+    ],
+    ids=["tf-2.4", "cuda-11-loaded", "two-gpus"],
+)
+def test_a_gpu_the_builds_cuda_has_code_for_is_not_blamed(log: str) -> None:
+    got = first(log)
+    assert got is not None and got[0] != "unsupported_gpu_arch"
+
+
+def test_a_gpu_named_only_by_product_is_judged_by_its_compute_capability() -> None:
+    """nvidia-smi names the GPU but not its compute capability: the product's is used."""
+    got = first("pip install tensorflow==2.16.1\n" + RTX_3080_SMI.replace("GeForce RTX 3080",
+                "Tesla K80       ") + LIST_GPUS)  # fmt: skip
+    assert got is not None
+    cause, _, text = got
+    assert cause == "unsupported_gpu_arch"
+    assert "compute capability 5.0 or newer" in text and "3.7" in text
