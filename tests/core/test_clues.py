@@ -1432,12 +1432,24 @@ def test_an_abort_not_at_the_import_is_not_the_cpu() -> None:
          "Chunks of size 1280 totalling 1.2KiB\n2021-07-09 00:20:36.438404: I tensorflow/core/"
          "common_runtime/bfc_allocator.cc:1054] 44 Chunks of size 2048 totalling 88.0KiB\n",
          "gpu_oom"),
+        ("2017-12-12 15:20:27.316104: I C:\\tf_jenkins\\home\\workspace\\rel-win\\M\\windows-gpu"
+         "\\PY\\36\\tensorflow\\core\\common_runtime\\bfc_allocator.cc:661] Chunk at "
+         "0000000501985300 of size 2048\n"
+         "2017-12-12 15:20:27.317413: I C:\\tf_jenkins\\home\\workspace\\rel-win\\M\\windows-gpu"
+         "\\PY\\36\\tensorflow\\core\\common_runtime\\bfc_allocator.cc:661] Chunk at "
+         "0000000501985B00 of size 2048\n", "gpu_oom"),
+        ("parallel: This job failed:\n/opt/deepvariant/bin/make_examples --mode calling\n"
+         "$ lscpu | grep Flags\nFlags:                 fpu vme de pse tsc msr pae mce cx8 apic "
+         "sep mtrr pge mca cmov pat sse sse2 ss ht tm pbe syscall nx lm sse4_1 sse4_2 popcnt\n",
+         "cpu_instructions_unsupported"),
     ],
-    ids=["rocm-supported-versions", "tf0-bin-rows", "chunk-summary"],
+    ids=["rocm-supported-versions", "tf0-bin-rows", "chunk-summary", "chunk-listing", "lscpu"],
 )  # fmt: skip
 def test_other_wordings_of_a_known_report(log: str, first: str) -> None:
-    """ROCm's newer list of supported GPUs; the BFC dump's rows in TF 0.x and its chunk
-    summary, all a stored paste kept of an out-of-memory report (real, corpus round 24)."""
+    """ROCm's newer list of supported GPUs; the BFC dump's rows in TF 0.x, its chunk summary
+    and its region listing, all a stored paste kept of an out-of-memory report (real, corpus
+    rounds 24 and 34); lscpu's flags without avx after a job that died without a word (real,
+    round 34)."""
     assert ranked(log)[:1] == [first]
 
 
