@@ -321,6 +321,7 @@ class Diagnoser:
         fact_rules(stated, add, _noter(notes), gpu_symptom=symptom, library_failed=library_failed)
         told_by_facts = any(scores.get(c, 0.0) != v for c, v in before_facts.items())
         _bfc_rules(ooms, self.hits, add, notes, facts)
+        _defragmented_then_failed_rule(ooms, self.hits, add, _noter(notes))
         _holder_rule(self.hits, scores, add, _noter(notes), facts)
         _shared_by_workers_rule(self.workers, add, _noter(notes))
         _device_refusal_rule(self.hits, add, _noter(notes))
@@ -1284,6 +1285,35 @@ def _context_rules(
                         "gpu_memory_contention",
                         f"Other processes hold {held} of {total} MiB on this GPU.",
                     )
+
+
+# A pool defragmented and an allocation that still failed: fragmentation's own sign.
+GC_THEN_OOM = 6.0
+_GPU_ALLOCATION_FAILED = ("bfc_oom", "oom_allocating_tensor", "cuda_out_of_memory")
+
+
+def _defragmented_then_failed_rule(
+    ooms: list[tuple[str, BfcOom]],
+    hits: Mapping[str, _Hit],
+    add: Any,
+    note: Callable[[str, str], None],
+) -> None:
+    """TF's allocator said it deallocated free regions to re-allocate a larger one ("Garbage
+    collection: ... to avoid OOM due to memory fragmentation") and an allocation failed all
+    the same: the memory was there but not in one piece. Unless the allocator's own numbers
+    show the pool full, which is the workload's size."""
+    gc = hits.get("bfc_garbage_collection")
+    if gc is None or not any(sid in hits for sid in _GPU_ALLOCATION_FAILED):
+        return
+    if any(o.verdict() == "workload_too_big" for _, o in ooms if not o.benign):
+        return
+    add("fragmentation", GC_THEN_OOM, gc.lines[:1])
+    note(
+        "fragmentation",
+        "TensorFlow's allocator defragmented its memory pool to make room for a larger "
+        "block, and an allocation failed after that: the free memory was in pieces too "
+        "small for the request.",
+    )
 
 
 _VERDICT_CAUSE = {

@@ -903,3 +903,36 @@ def test_a_look_alike_proposes_no_fix_and_shows_as_one_in_the_terminal() -> None
     merged = {r.cause.id: r.cause for r in combine([("log", d.causes[1]), ("check", found)])}
     assert not merged["gpu_memory_contention"].look_alike
     assert merged["gpu_memory_contention"].explanation == "seen by nvidia-smi"
+
+
+GC_NOTICE = (
+    "W tensorflow/core/common_runtime/bfc_allocator.cc:305] Garbage collection: deallocate free "
+    "memory regions (i.e., allocations) so that we can re-allocate a larger region to avoid OOM "
+    "due to memory fragmentation. If you see this message frequently, you are running near the "
+    "threshold of the available device memory and re-allocation may incur great performance "
+    "overhead.\n"
+)
+OOM_HEADER = (
+    "W tensorflow/core/common_runtime/bfc_allocator.cc:457] Allocator (GPU_0_bfc) ran out of "
+    "memory trying to allocate 1.00GiB (rounded to 1073741824)requested by op Conv2D\n"
+)
+OOM_ERROR = (
+    "tensorflow.python.framework.errors_impl.ResourceExhaustedError: OOM when allocating tensor "
+    "with shape[64,256,128,128] and type float on /job:localhost/replica:0/task:0/device:GPU:0 "
+    "by allocator GPU_0_bfc\n"
+)
+FULL_POOL = (
+    "I tensorflow/core/common_runtime/bfc_allocator.cc:1000] Sum Total of in-use chunks: 9.80GiB\n"
+    "I tensorflow/core/common_runtime/bfc_allocator.cc:1000] Stats: \n"
+    "Limit:                     10737418240\n"
+    "InUse:                     10522669875\n"
+)
+
+
+def test_an_allocation_that_fails_after_the_pool_was_defragmented_is_fragmentation() -> None:
+    """TF freed its free regions to make a larger one and still failed: the memory is there,
+    not in one piece. The same OOM without that notice is the workload's size, and so is one
+    whose allocator numbers show the pool full."""
+    assert _ids(GC_NOTICE + OOM_HEADER + OOM_ERROR)[:1] == ["fragmentation"]
+    assert _ids(OOM_HEADER + OOM_ERROR)[:1] == ["gpu_oom"]
+    assert _ids(GC_NOTICE + OOM_HEADER + FULL_POOL + OOM_ERROR)[:1] == ["gpu_oom"]
