@@ -1208,7 +1208,8 @@ def _context_rules(
                 pending = None
     for (src, n, text), t, f in readings:
         if t and f is not None and f < 0.5 * t:
-            add("gpu_memory_contention", 3.0, [(src, n, text)])
+            # the less was free, the surer: a card nearly full before TF began was held
+            add("gpu_memory_contention", _held_weight(f / t), [(src, n, text)])
             note(
                 "gpu_memory_contention",
                 f"Only {f / 2**30:.1f} of {t / 2**30:.1f} GiB was free when TensorFlow started.",
@@ -1768,6 +1769,17 @@ _HELD_AT_START = (
 SMALL_DEVICE_MB = 1000  # with the card's size unknown: below this, most of any card was taken
 
 
+HELD_WEIGHT = 3.0  # half the card taken before TensorFlow started
+HELD_WEIGHT_FULL = 5.0  # all of it
+
+
+def _held_weight(free_share: float) -> float:
+    """How strongly memory held before TF started points at another holder: from
+    HELD_WEIGHT with half the card free to HELD_WEIGHT_FULL with none of it."""
+    share = min(max(free_share / SMALL_DEVICE_FRACTION, 0.0), 1.0)
+    return HELD_WEIGHT_FULL - (HELD_WEIGHT_FULL - HELD_WEIGHT) * share
+
+
 def _not_a_limit(mb: int) -> bool:
     """A device size TF chose from the free memory: not a multiple of 256 MB (such sizes are
     limits users set with set_logical_device_configuration / per_process_gpu_memory_fraction)."""
@@ -1808,7 +1820,7 @@ def _small_device_rule(
         if not _not_a_limit(mb):
             continue
         if card and mb < SMALL_DEVICE_FRACTION * card:
-            add("gpu_memory_contention", 3.0, [where])
+            add("gpu_memory_contention", _held_weight(mb / card), [where])
             note(
                 "gpu_memory_contention",
                 f"TensorFlow got only {mb} MB of the card's {card / 1024:.1f} GiB when it "

@@ -936,3 +936,20 @@ def test_an_allocation_that_fails_after_the_pool_was_defragmented_is_fragmentati
     assert _ids(GC_NOTICE + OOM_HEADER + OOM_ERROR)[:1] == ["fragmentation"]
     assert _ids(OOM_HEADER + OOM_ERROR)[:1] == ["gpu_oom"]
     assert _ids(GC_NOTICE + OOM_HEADER + FULL_POOL + OOM_ERROR)[:1] == ["gpu_oom"]
+
+
+def test_the_less_memory_was_free_at_start_the_surer_another_holder() -> None:
+    """TF 1.x's device properties: a card with 3% free when TensorFlow started was held by
+    something else, more surely than one with 45% free; the OOM that follows counts less."""
+    start = (
+        "I tensorflow/core/common_runtime/gpu/gpu_device.cc:1030] Found device 0 with "
+        "properties:\nname: GeForce GTX 1080 Ti major: 6 minor: 1 memoryClockRate(GHz): 1.582\n"
+        "totalMemory: 10.91GiB freeMemory: {free}\n"
+        "ResourceExhaustedError: OOM when allocating tensor with shape[3,3,256,512]\n"
+    )
+    nearly_full = diagnose(start.format(free="312.44MiB").encode()).causes
+    half_full = diagnose(start.format(free="4.90GiB").encode()).causes
+    assert nearly_full[0].id == "gpu_memory_contention"
+    assert "Only 0.3 of 10.9 GiB was free" in nearly_full[0].explanation
+    held = {c.id: c.confidence for c in half_full}.get("gpu_memory_contention", 0.0)
+    assert nearly_full[0].confidence > held
