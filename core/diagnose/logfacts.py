@@ -349,8 +349,8 @@ def _cuda_older_than_gpu(
             return
         # from CUDA 11 on the file name carries the major only (libcudart.so.11.0 is every 11.x)
         have = (want[0], want[1] or 0) if want[0] <= 10 else (want[0],)
-        runs, weight = f"{want[0]}.{want[1] or 0}" if want[0] <= 10 else f"{want[0]}.x", 3.5
-        runs = f"{runs} ({lib})"
+        release = f"{want[0]}.{want[1] or 0}" if want[0] <= 10 else f"{want[0]}.x"
+        runs, weight = f"{release} ({lib})", 3.5
     elif stated.runs_cudnn7 is not None:
         line, lib = stated.runs_cudnn7
         have, weight = CUDNN7_LAST_CUDA, 3.5
