@@ -650,12 +650,27 @@ def _series_rules(
     """Readings that keep growing: memory measured after step after step is a leak. Then, a
     reading below the first of its run starting another run (a restart, the run after a fix),
     each run judged alone."""
-    for sid in MEMORY_SERIES:
-        readings = series.get(sid) or []
+    named = [series.get(sid) or [] for sid in MEMORY_SERIES]
+    for readings in [*named, *_by_wording(series.get("sized_line") or [])]:
         runs = _runs(readings)
         for run in [readings, *runs] if len(runs) > 1 else [readings]:
             if _leak_in(run, add, notes):
                 return
+
+
+_FIGURES = re.compile(r"0x[0-9a-fA-F]+|\d+(?:[.:/,-]\d+)*")
+
+
+def _by_wording(
+    readings: list[tuple[tuple[str, int, str], float]],
+) -> list[list[tuple[tuple[str, int, str], float]]]:
+    """A script's own lines that tell a memory size, grouped by their wording (the line with
+    its figures taken out): "After predict: 840 MB" printed after each call is one series,
+    "Before predict: 512 MB" another."""
+    groups: dict[str, list[tuple[tuple[str, int, str], float]]] = {}
+    for reading in readings:
+        groups.setdefault(_FIGURES.sub("#", reading[0][2]), []).append(reading)
+    return [g for g in groups.values() if len(g) >= 3]
 
 
 def _runs(

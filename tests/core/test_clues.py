@@ -1979,6 +1979,28 @@ def test_secondary_lines_of_a_gpu_out_of_memory_name_it_when_the_error_is_cut() 
     assert failed.causes[0].confidence < 0.5
 
 
+def test_a_scripts_own_line_with_a_rising_size_is_a_leak_whatever_its_wording() -> None:
+    """No named reading ("memory usage", "RSS"): the same line printed after each call, its
+    one size rising, is a series; other lines and TF's own log lines are not part of it."""
+    calls = "".join(f"After predict: {mb} MB\n" for mb in (840, 1163, 1490, 1815))
+    assert ranked("Before predict: 512 MB\n" + calls)[:1] == ["memory_leak"]
+    assert ranked("Before predict: 512 MB\n" + calls[: calls.index("1490")]) == []  # two
+    falling = "".join(f"After predict: {mb} MB\n" for mb in (1815, 1490, 1163, 840))
+    assert ranked(falling) == []
+    steady = "".join(f"epoch {i}: 840 MB\n" for i in range(6))
+    assert ranked(steady) == []
+    # different lines are not one series: a BFC summary and downloads grow in size too
+    dump = "".join(
+        f"{n} Chunks of size {s} totalling {s * n / 2**20:.1f}MiB\n"
+        for n, s in ((2, 2**20), (3, 2**21), (4, 2**22))
+    )
+    assert "memory_leak" not in ranked(dump)
+    tf_own = "".join(f"I gpu_device.cc:1616] Created device with {n} MB memory\n" for n in (4, 5))
+    assert ranked(tf_own + tf_own.replace("5 MB", "6 MB")) == []
+    pip = "".join(f"Downloading pkg-{i}.whl ({mb} MB)\n" for i, mb in enumerate((1, 20, 300)))
+    assert "memory_leak" not in ranked(pip)
+
+
 def test_memory_readings_printed_as_one_list_are_a_series() -> None:
     assert ranked("memory usage: [812.3, 845.1, 890.2, 934.8, 980.5, 1021.7]\n")[:1] == [
         "memory_leak"
