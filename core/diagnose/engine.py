@@ -1442,6 +1442,7 @@ def _bfc_rules(
 
 INITIALIZER_OOM_LINES = 3  # the node line follows the error within this many lines
 INITIALIZER_OOM_MAX_BYTES = 1 << 30  # a weight this big may simply not fit the card
+INITIALIZER_TINY_BYTES = 16 << 20  # a bias or a norm's scale: no model fails on one of these
 
 
 _AND_TYPE = re.compile(r"and type (\w+)")
@@ -1683,6 +1684,21 @@ def _initializer_oom_rule(hits: Mapping[str, _Hit], add: Any, note: Any) -> None
         "training began. If the model is small for this card, the memory was already taken: "
         "check nvidia-smi for other processes (another notebook holding TensorFlow's memory).",
     )
+    if _tiny_weight_failed(hits):
+        note(
+            "gpu_memory_contention",
+            f"Only {format_size(size)} could not be had: when a model's own weights fill the "
+            "card, the one that fails is nearly always one of its big ones.",
+        )
+
+
+def _tiny_weight_failed(hits: Mapping[str, _Hit]) -> list[tuple[str, int, str]]:
+    """The error line of a bias-sized weight that could not get its first value, or nothing.
+    Weights that fill a card are mostly big tensors, so the one that crosses the limit is
+    almost always a big one: a tiny one failing shows the card was full before the model's
+    weights came, as a holder seen would."""
+    found = _initializer_oom(hits)
+    return [found[0]] if found is not None and 0 < found[2] < INITIALIZER_TINY_BYTES else []
 
 
 # an allocation of the workload that failed: its own OOM unless something else held the memory
@@ -1913,13 +1929,15 @@ def _holder_rule(
         # cuDNN/cuBLAS could not get memory for their own handles: the memory was held before
         # the model asked for any (TF's grab-all pool, or another process): contention itself
         return
-    holders = _holders(hits, facts)
+    tiny = _tiny_weight_failed(hits)
+    holders = _holders(hits, facts) + tiny
     if holders:
         add("gpu_memory_contention", 0.3, holders)
         oom = scores.get("gpu_oom", 0.0)
         # seen when TF started (not an nvidia-smi row, which may be this run itself): the
         # memory was gone before the workload asked, and its out-of-memory follows from that
         at_start = {ln for sid in _HELD_AT_START for ln in (hits[sid].lines if sid in hits else [])}
+        at_start.update(tiny)
         if contention + 0.3 < oom and any(ln in at_start for ln in holders):
             add("gpu_memory_contention", oom - contention - 0.3 + 0.6)
             note(

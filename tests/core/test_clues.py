@@ -869,8 +869,8 @@ def test_a_windows_native_crash_code_gives_candidates_not_silence(code: str) -> 
 def test_an_oom_while_weights_get_their_first_value_names_a_big_model_then_memory_taken() -> None:
     tf1 = (
         "ResourceExhaustedError (see above for traceback): OOM when allocating tensor of shape "
-        "[1024] and type float\n"
-        '\t [[Node: conv6/biases/Adam/Initializer/zeros = Const[dtype=DT_FLOAT, _device="/job:'
+        "[4096,4096] and type float\n"
+        '\t [[Node: fc6/weights/Adam/Initializer/zeros = Const[dtype=DT_FLOAT, _device="/job:'
         'localhost/replica:0/task:0/gpu:0"]()]]\n'
     )
     tf2 = (
@@ -900,6 +900,12 @@ def test_an_oom_while_weights_get_their_first_value_names_a_big_model_then_memor
         "float\n\t [[{{node emb/Initializer/random_uniform}}]]\n"
     )
     assert ranked(step)[:1] == ranked(huge)[:1] == ["gpu_oom"]
+    # a bias (4 KiB) that could not get its first value: weights that fill a card fail on a
+    # big one, so the card was full before the model came
+    bias = tf1.replace("[4096,4096]", "[1024]").replace("fc6/weights", "conv6/biases")
+    got = diagnose(bias.encode()).causes
+    assert [c.id for c in got][:2] == ["gpu_memory_contention", "gpu_oom"]
+    assert "Only 4.0 KiB could not be had" in got[0].explanation
 
 
 def test_a_gpu_question_answered_a_few_output_lines_later_is_still_no_gpu() -> None:
