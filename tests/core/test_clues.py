@@ -313,6 +313,10 @@ def test_a_late_sync_failure_alone_is_only_a_candidate() -> None:
         ("F tensorflow/stream_executor/cuda/cuda_dnn.cc:427] Check failed: status == "
          "CUDNN_STATUS_SUCCESS (6 vs. 0)", "unsupported_gpu_arch"),
         ("ImportError: /usr/lib/x86_64-linux-gnu/libcuda.so.1: file too short", "no_gpu_visible"),
+        ("RuntimeError: This version of jaxlib was built using AVX instructions, which your CPU "
+         "and/or operating system do not support.", "cpu_instructions_unsupported"),
+        ("npm ERR! code ELIFECYCLE\nnpm ERR! errno 132", "cpu_instructions_unsupported"),
+        ("npm ERR! code ELIFECYCLE\nnpm ERR! errno 137", "host_oom"),
     ],
     ids=["exclusive-mode", "xla-oom", "slurm-oom", "tf-self-check", "cudnn-symbol",
          "cudnn-version-tag", "tf0-cudnn", "dll-procedure", "op-on-absent-gpu", "lowercase-sigill",
@@ -322,7 +326,8 @@ def test_a_late_sync_failure_alone_is_only_a_candidate() -> None:
          "tf1-lowercase-cudnn-handle", "directml-device-removed", "memory-without-colon",
          "cublas-symbol", "ptxas-known-bug", "platform-string-windows", "iommu-dma-fault",
          "killed-trailing-space", "cudart-stub-symbol", "cudnn-sublib-locate",
-         "tf1-cudnn-dso", "cudnn-status-6", "libcuda-stub-too-short"],
+         "tf1-cudnn-dso", "cudnn-status-6", "libcuda-stub-too-short", "jaxlib-avx",
+         "npm-errno-sigill", "npm-errno-sigkill"],
 )  # fmt: skip
 def test_more_wordings_of_known_causes(line: str, first: str) -> None:
     assert ranked(line)[:1] == [first]
