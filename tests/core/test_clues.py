@@ -317,6 +317,9 @@ def test_a_late_sync_failure_alone_is_only_a_candidate() -> None:
          "and/or operating system do not support.", "cpu_instructions_unsupported"),
         ("npm ERR! code ELIFECYCLE\nnpm ERR! errno 132", "cpu_instructions_unsupported"),
         ("npm ERR! code ELIFECYCLE\nnpm ERR! errno 137", "host_oom"),
+        ("ERROR: This container was built for NVIDIA Driver Release 450.51 or later, but\n"
+         "       version 440.33.01 was detected and compatibility mode is UNAVAILABLE.\n\n"
+         "       [[CUDA Driver UNAVAILABLE (cuInit(0) returned 804)]]", "driver_too_old"),
     ],
     ids=["exclusive-mode", "xla-oom", "slurm-oom", "tf-self-check", "cudnn-symbol",
          "cudnn-version-tag", "tf0-cudnn", "dll-procedure", "op-on-absent-gpu", "lowercase-sigill",
@@ -327,7 +330,7 @@ def test_a_late_sync_failure_alone_is_only_a_candidate() -> None:
          "cublas-symbol", "ptxas-known-bug", "platform-string-windows", "iommu-dma-fault",
          "killed-trailing-space", "cudart-stub-symbol", "cudnn-sublib-locate",
          "tf1-cudnn-dso", "cudnn-status-6", "libcuda-stub-too-short", "jaxlib-avx",
-         "npm-errno-sigill", "npm-errno-sigkill"],
+         "npm-errno-sigill", "npm-errno-sigkill", "ngc-banner-old-driver"],
 )  # fmt: skip
 def test_more_wordings_of_known_causes(line: str, first: str) -> None:
     assert ranked(line)[:1] == [first]
