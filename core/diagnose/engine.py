@@ -1442,7 +1442,7 @@ def _bfc_rules(
 
 INITIALIZER_OOM_LINES = 3  # the node line follows the error within this many lines
 INITIALIZER_OOM_MAX_BYTES = 1 << 30  # a weight this big may simply not fit the card
-INITIALIZER_TINY_BYTES = 16 << 20  # a bias or a norm's scale: no model fails on one of these
+INITIALIZER_TINY_BYTES = 16 << 20  # a bias, a norm's scale: rarely the weight that crosses a limit
 
 
 _AND_TYPE = re.compile(r"and type (\w+)")
@@ -1671,7 +1671,8 @@ def _initializer_oom_rule(hits: Mapping[str, _Hit], add: Any, note: Any) -> None
     another process (a notebook still holding TensorFlow's grab-all pool) took the memory first;
     the log alone cannot tell, and the corpus has more of the first (3 of 5 dev logs since the
     rule was written were a model too big), so this is a strong second to the workload's own
-    out-of-memory, never ahead of it without a holder seen."""
+    out-of-memory, never ahead of it without a holder seen. A bias-sized weight failing counts
+    as one (_tiny_weight_failed)."""
     found = _initializer_oom(hits)
     if found is None:
         return
@@ -1684,7 +1685,7 @@ def _initializer_oom_rule(hits: Mapping[str, _Hit], add: Any, note: Any) -> None
         "training began. If the model is small for this card, the memory was already taken: "
         "check nvidia-smi for other processes (another notebook holding TensorFlow's memory).",
     )
-    if _tiny_weight_failed(hits):
+    if 0 < size < INITIALIZER_TINY_BYTES:  # counted as a holder seen (_holder_rule)
         note(
             "gpu_memory_contention",
             f"Only {format_size(size)} could not be had: when a model's own weights fill the "
