@@ -611,7 +611,8 @@ SERIES_KEPT = 5000
 _NUMBER = re.compile(r"\d+(?:\.\d+)?")
 _SIZE_IN_LINE = re.compile(r"(\d+(?:\.\d+)?)\s*([KMG]i?B)\b", re.IGNORECASE)
 _UNITS = {"": 1, "B": 1, "BYTES": 1, "K": 2**10, "KB": 10**3, "KIB": 2**10, "M": 2**20,
-          "MB": 10**6, "MIB": 2**20, "G": 2**30, "GB": 10**9, "GIB": 2**30}  # fmt: skip
+          "MB": 10**6, "MIB": 2**20, "G": 2**30, "GB": 10**9, "GIB": 2**30,
+          "KI": 2**10, "MI": 2**20, "GI": 2**30}  # fmt: skip
 
 
 def _reading(value: str, unit: str) -> float | None:
@@ -642,6 +643,14 @@ MEMORY_SERIES = (
 )
 
 
+# a script's own lines, each wording its own series, and what their figure measures
+WORDED_SERIES = (
+    ("sized_line", "Memory"),
+    ("memory_word_line", "Memory"),
+    ("object_count_line", "The count of objects or graph operations"),
+)
+
+
 def _series_rules(
     series: Mapping[str, list[tuple[tuple[str, int, str], float]]],
     add: Any,
@@ -650,11 +659,16 @@ def _series_rules(
     """Readings that keep growing: memory measured after step after step is a leak. Then, a
     reading below the first of its run starting another run (a restart, the run after a fix),
     each run judged alone."""
-    named = [series.get(sid) or [] for sid in MEMORY_SERIES]
-    for readings in [*named, *_by_wording(series.get("sized_line") or [])]:
+    named = [(series.get(sid) or [], "Memory") for sid in MEMORY_SERIES]
+    worded = [
+        (group, what)
+        for sid, what in WORDED_SERIES
+        for group in _by_wording(series.get(sid) or [])
+    ]
+    for readings, what in [*named, *worded]:
         runs = _runs(readings)
         for run in [readings, *runs] if len(runs) > 1 else [readings]:
-            if _leak_in(run, add, notes):
+            if _leak_in(run, what, add, notes):
                 return
 
 
@@ -686,6 +700,7 @@ def _runs(
 
 def _leak_in(
     readings: list[tuple[tuple[str, int, str], float]],
+    what: str,
     add: Any,
     notes: dict[str, list[str]],
 ) -> bool:
@@ -700,7 +715,7 @@ def _leak_in(
     if ups >= 0.75 * (len(values) - 1) and enough:
         add("memory_leak", 4.0, [readings[0][0], readings[-1][0]])
         notes.setdefault("memory_leak", []).append(
-            f"Memory grew in {ups} of {len(values) - 1} readings, by {growth:.0%} "
+            f"{what} grew in {ups} of {len(values) - 1} readings, by {growth:.0%} "
             f"(from the first to the last of {len(values)})."
         )
         return True

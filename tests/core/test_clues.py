@@ -2018,6 +2018,40 @@ def test_a_scripts_own_line_with_a_rising_size_is_a_leak_whatever_its_wording() 
     assert "memory_leak" not in ranked(pip)
 
 
+@pytest.mark.parametrize(
+    "line",
+    [
+        "gpu_mem_alloc={v}",  # snake_case names
+        "step {i}: mem_used_gb {g}",
+        "ru_maxrss {v}000",  # a bare figure after the word
+        "Loop {i} | RAM usage {p}% | Swap 0",
+        "resident: {v}M",  # a unit without its B
+        "Partition of a set of {v}00 objects. Total size = {v}0000 bytes.",  # guppy
+        "Number of ops in graph: {v}",  # a TF 1.x graph built inside the loop
+        "len(gc.get_objects()): {v}0",
+    ],
+)
+def test_a_memory_or_object_count_printed_under_any_name_rising_is_a_leak(line: str) -> None:
+    """The same line printed after each step, its figure rising, whatever the script calls it;
+    the figure read is the one after the word, not the step's number before it."""
+    rising = [(812, 1.2, 21.5), (1003, 1.9, 29.9), (1198, 2.4, 34.4), (1405, 3.1, 43.8)]
+    log = "".join(line.format(i=i, v=v, g=g, p=p) + "\n" for i, (v, g, p) in enumerate(rising))
+    assert ranked(log)[:1] == ["memory_leak"]
+    falling = "".join(
+        line.format(i=i, v=v, g=g, p=p) + "\n" for i, (v, g, p) in enumerate(rising[::-1])
+    )
+    assert ranked(falling) == []  # the step's number rises, the reading does not
+
+
+def test_memory_given_back_or_a_count_of_times_is_not_a_reading() -> None:
+    free = "".join(f"epoch {i}: RAM free: {gb} GB\n" for i, gb in enumerate((2, 4, 6, 8)))
+    assert ranked(free) == []
+    times = "".join(f"retried memory {n} times\n" for n in range(1, 6))
+    assert ranked(times) == []
+    elapsed = "".join(f"epoch {i}: mem 812 MB, {t} s\n" for i, t in enumerate((10, 20, 30, 40)))
+    assert ranked(elapsed) == []  # elapsed time rises; the memory reading does not
+
+
 def test_memory_readings_printed_as_one_list_are_a_series() -> None:
     assert ranked("memory usage: [812.3, 845.1, 890.2, 934.8, 980.5, 1021.7]\n")[:1] == [
         "memory_leak"
