@@ -661,9 +661,7 @@ def _series_rules(
     each run judged alone."""
     named = [(series.get(sid) or [], "Memory") for sid in MEMORY_SERIES]
     worded = [
-        (group, what)
-        for sid, what in WORDED_SERIES
-        for group in _by_wording(series.get(sid) or [])
+        (group, what) for sid, what in WORDED_SERIES for group in _by_wording(series.get(sid) or [])
     ]
     for readings, what in [*named, *worded]:
         runs = _runs(readings)
