@@ -325,7 +325,8 @@ class Diagnoser:
         _holder_rule(self.hits, scores, add, _noter(notes), facts)
         _shared_by_workers_rule(self.workers, add, _noter(notes))
         _device_refusal_rule(self.hits, add, _noter(notes))
-        if not any(v > 0 for v in scores.values()) and not self.noise_lines:
+        slowing = "memory_leak" not in scores and _slowing_rule(self.series, add, notes)
+        if not any(v > 0 for v in scores.values()) and not self.noise_lines and not slowing:
             _speed_only_rule(self.series, add, notes)
         # A run that got as far as allocating tensors was not stopped by a missing GPU: the
         # "no driver / cuInit failed" start-up notices then describe the setting, not the crash.
@@ -612,7 +613,9 @@ _NUMBER = re.compile(r"\d+(?:\.\d+)?")
 _SIZE_IN_LINE = re.compile(r"(\d+(?:\.\d+)?)\s*([KMG]i?B)\b", re.IGNORECASE)
 _UNITS = {"": 1, "B": 1, "BYTES": 1, "K": 2**10, "KB": 10**3, "KIB": 2**10, "M": 2**20,
           "MB": 10**6, "MIB": 2**20, "G": 2**30, "GB": 10**9, "GIB": 2**30,
-          "KI": 2**10, "MI": 2**20, "GI": 2**30}  # fmt: skip
+          "KI": 2**10, "MI": 2**20, "GI": 2**30,
+          # times (a step's), in seconds
+          "US": 1e-6, "MS": 1e-3, "S": 1, "SEC": 1, "SECS": 1, "SECOND": 1, "SECONDS": 1}  # fmt: skip
 
 
 def _reading(value: str, unit: str) -> float | None:
@@ -753,6 +756,53 @@ def _speed_only_rule(
         "check the GPU utilization while it runs (nvidia-smi dmon) or capture a TensorFlow "
         "profile."
     )
+
+
+STEP_TIME_SERIES = ("epoch_step_time",)
+SLOWING_READINGS = 4  # after the first (warm-up: tracing, autotuning, caches)
+SLOWING_FACTOR = 1.5  # the last step at least half as slow again as the first
+
+
+def _slowing(values: list[float]) -> tuple[float, float] | None:
+    """A series of step times that keeps rising (the first, warm-up, left out): its first and
+    last value, or None."""
+    steady = values[1:]
+    if len(steady) < SLOWING_READINGS or steady[0] <= 0:
+        return None
+    ups = sum(b > a for a, b in itertools.pairwise(steady))
+    if ups >= 0.75 * (len(steady) - 1) and steady[-1] >= SLOWING_FACTOR * steady[0]:
+        return steady[0], steady[-1]
+    return None
+
+
+def _slowing_rule(
+    series: Mapping[str, list[tuple[tuple[str, int, str], float]]],
+    add: Any,
+    notes: dict[str, list[str]],
+) -> bool:
+    """Training that gets slower step after step, at the same work per step: the program grows
+    something every step (ops added to the graph, functions traced again, tensors or models
+    never freed), which is a leak whether or not memory was printed. Step times rising, or a
+    speed falling (its inverse). Only a candidate: memory readings decide."""
+    times = [series.get(sid) or [] for sid in STEP_TIME_SERIES]
+    times += _by_wording(series.get("step_time_line") or [])
+    speeds = [r for sid in THROUGHPUT_SERIES for r in series.get(sid) or []]
+    found = [(r, _slowing([v for _, v in r])) for r in times]
+    found.append((speeds, _slowing([1 / v for _, v in speeds if v > 0])))
+    for readings, slowed in found:
+        if slowed is None:
+            continue
+        first, last = slowed
+        add("memory_leak", 1.6, [readings[1][0], readings[-1][0]])
+        notes.setdefault("memory_leak", []).append(
+            f"Each step got slower as the run went on: {last / first:.1f} times as long at the "
+            f"end as after the warm-up, over {len(readings) - 1} readings. A program that slows "
+            "down at the same work per step usually grows something at every step: ops added "
+            "to the graph, a function traced again, tensors or models never freed. Print the "
+            "process's memory after each epoch to confirm."
+        )
+        return True
+    return False
 
 
 def _say(sentences: tuple[str, ...], found: list[dict[str, str]]) -> str | None:

@@ -2052,6 +2052,34 @@ def test_memory_given_back_or_a_count_of_times_is_not_a_reading() -> None:
     assert ranked(elapsed) == []  # elapsed time rises; the memory reading does not
 
 
+def _epochs(ms_per_step: tuple[int, ...]) -> str:
+    return "".join(
+        f"Epoch {i}/{len(ms_per_step)}\n100/100 [==============================] - "
+        f"{ms // 10}s {ms}ms/step - loss: 0.5\n"
+        for i, ms in enumerate(ms_per_step, 1)
+    )
+
+
+def test_training_that_gets_slower_epoch_after_epoch_is_a_leak_candidate() -> None:
+    """The same work per step taking longer and longer: something grows every step. The first
+    epoch (tracing, autotuning) is left out, and a steady speed says nothing."""
+    slowing = diagnose(_epochs((300, 120, 150, 190, 240, 310)).encode()).causes
+    assert [c.id for c in slowing if not c.look_alike] == ["memory_leak"]
+    assert slowing[0].confidence < 0.8  # a candidate: memory readings decide
+    assert "2.6 times as long at the end as after the warm-up" in slowing[0].explanation
+    assert ranked(_epochs((300, 120, 121, 119, 122, 120))) == []  # only the warm-up slow
+    assert ranked(_epochs((120, 150, 190))) == []  # too few epochs to tell
+    took = "".join(f"batch {i} took {ms} ms\n" for i, ms in enumerate((900, 120, 150, 190, 240)))
+    assert ranked(took)[:1] == ["memory_leak"]
+    elapsed = "".join(f"Elapsed time: {s}s\n" for s in (10, 20, 30, 40, 50, 60))
+    assert ranked(elapsed) == []  # a running total rises by itself
+    falling_speed = "".join(
+        f"step {i}, loss = 4.59 ({v} examples/sec)\n"
+        for i, v in enumerate((822, 1400, 1100, 900, 700, 600))
+    )
+    assert ranked(falling_speed)[:1] == ["memory_leak"]
+
+
 def test_memory_readings_printed_as_one_list_are_a_series() -> None:
     assert ranked("memory usage: [812.3, 845.1, 890.2, 934.8, 980.5, 1021.7]\n")[:1] == [
         "memory_leak"
