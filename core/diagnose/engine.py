@@ -615,7 +615,8 @@ _UNITS = {"": 1, "B": 1, "BYTES": 1, "K": 2**10, "KB": 10**3, "KIB": 2**10, "M":
           "MB": 10**6, "MIB": 2**20, "G": 2**30, "GB": 10**9, "GIB": 2**30,
           "KI": 2**10, "MI": 2**20, "GI": 2**30,
           # times (a step's), in seconds
-          "US": 1e-6, "MS": 1e-3, "S": 1, "SEC": 1, "SECS": 1, "SECOND": 1, "SECONDS": 1}  # fmt: skip
+          "US": 1e-6, "MS": 1e-3, "S": 1, "SEC": 1, "SECS": 1, "SECOND": 1,
+          "SECONDS": 1}  # fmt: skip
 
 
 def _reading(value: str, unit: str) -> float | None:
