@@ -213,7 +213,7 @@ class Diagnoser:
         line, matched = seen
         refused = any(sig.id in _GPU_MEMORY_FAILED for sig, _ in matched)
         if refused and len(self.workers) < WORKERS_KEPT:
-            tag = _WORKER_TAG.match(piece)
+            tag = _WORKER_TAG.search(piece)
             if tag is not None:
                 worker = next(g for g in tag.groups() if g is not None).decode()
                 where = (chunk.source, chunk.line_at(start), line.strip()[:500])
@@ -2028,9 +2028,11 @@ _VERSION_ANSWER = re.compile(
     rb"(?:-?(?:rc|dev)\d*)?['\"]?\s*$"
 )
 # A line of one worker process of a job, as the job's launcher tags it: Ray's "(pid=4240)" or
-# "(RolloutWorker pid=4240)", Open MPI's and Horovod's "[1,3]<stderr>:", torchrun's "[rank3]:"
+# "(RolloutWorker pid=4240)", Open MPI's and Horovod's "[1,3]<stderr>:", torchrun's "[rank3]:";
+# after whatever prefix a quote or a log collector put before it
 _WORKER_TAG = re.compile(
-    rb"^\s*(?:\((?:[\w.]+[ \t]+)?pid=(\d+)|\[\d+,(\d+)\]<std(?:err|out)>|\[rank(\d+)\]:)"
+    rb"(?:^|(?<=[\s>|]))"
+    rb"(?:\((?:[\w.]+[ \t]+)?pid=(\d+)|\[\d+,(\d+)\]<std(?:err|out)>|\[rank(\d+)\]:)"
 )
 WORKERS_KEPT = 16
 # the device itself refused memory to the process (not a tensor its model asked for: workers

@@ -23,9 +23,9 @@ CHUNK_BYTES = 4 << 20
 MAX_LINE_CHARS = 64 << 10  # longer "lines" are binary junk: readers cut them (see engine)
 
 _ANSI = re.compile(r"\x1b(?:\[[0-9;?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-Z\\-_])")
-# quote prefixes of mail / chat / markdown ("> ", "| "), the Python prompt, fences and the
-# single backticks people wrap log lines in
-_PREFIX = re.compile(r"^[ \t]*(?:(?:>>>|\.\.\.|>|\|)[ \t]?)*`*")
+# quote prefixes of mail / chat / markdown ("> ", "| "), the Python prompt, a list's bullet,
+# fences and the single backticks people wrap log lines in
+_PREFIX = re.compile(r"^[ \t]*(?:(?:>>>|\.\.\.|>|\||[*-](?=[ \t]+\S))[ \t]?)*`*")
 _SUFFIX = re.compile(r"`+[ \t]*$")
 # what a log collector writes before each line of the program's output: Colab's runtime log
 # viewer, docker compose's service column, an ISO timestamp (docker logs -t, CI runners,
@@ -39,7 +39,16 @@ _ORIGIN = re.compile(
     r"|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)[ \t]+"
     rf"(?:std(?:out|err)[ \t]+[FP][ \t]+|{_JOURNAL})?"
     rf"|[A-Z][a-z]{{2}}[ \t]+\d{{1,2}}[ \t]+\d\d:\d\d:\d\d[ \t]+{_JOURNAL}"
-    r"|\((?:[\w.]+[ \t]+)?pid=\d+(?:,[ \t]*ip=[\d.]+)?\)[ \t]+)"
+    r"|\((?:[\w.]+[ \t]+)?pid=\d+(?:,[ \t]*ip=[\d.]+)?\)[ \t]+"
+    # pm2's process column ("0|app  | "), a Jupyter server's ("[I 10:00:00.123 NotebookApp] ")
+    r"|\d+\|[\w.@/-]+\s*\|[ \t]"
+    r"|\[[IWEDC] (?:\d{4}-\d\d-\d\d )?\d\d:\d\d:\d\d\.\d+ \w+\][ \t]"
+    # a logger's bracketed time, then its pid and level (gunicorn: "[2023-04-18 09:58:48 +0000]
+    # [1] [WARNING] "; Flask: "[...] ERROR in app: "), or Python logging's "asctime - name -
+    # levelname - "
+    r"|\[\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:[ \t]?(?:[+-]\d\d:?\d\d|Z))?\][ \t]+"
+    r"(?:\[\d+\][ \t]+)?(?:\[[A-Z]+\][ \t]+|[A-Z]+ in [\w.]+:[ \t]+|[A-Z]+:?[ \t]+)?"
+    r"|\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} - [\w.]+ - [A-Z]+ - )"
 )
 # a JSON string holding one output line, as in .ipynb files: "text...\n",
 _JSON_LINE = re.compile(r'(?m)^[ \t]*"((?:[^"\\\n]|\\.)*)",?[ \t]*$')
@@ -151,11 +160,15 @@ def clean_line(line: str) -> str:
         line = _CONTROL.sub("", line)
     if "\x1b" in line:
         line = _ANSI.sub("", line).replace("\x1b", "")
-    m = _ORIGIN.match(line)
-    if m is not None:
-        line = line[m.end() :]
-    if line[:1] in (">", "|", "`", " ", "\t", "."):
-        line = _PREFIX.sub("", line, count=1)
+    for _ in range(2):  # a collector's prefix inside a quote: "> (pid=4240) ..."
+        before = line
+        m = _ORIGIN.match(line)
+        if m is not None:
+            line = line[m.end() :]
+        if line[:1] in (">", "|", "`", " ", "\t", ".", "*", "-"):
+            line = _PREFIX.sub("", line, count=1)
+        if line == before:
+            break
     if line.endswith(("`", "` ", "`\t")):
         line = _SUFFIX.sub("", line, count=1)
     return line

@@ -624,8 +624,30 @@ def test_output_pasted_as_a_printed_repr_or_json_string_gets_the_same_first_caus
         "(RayTrainWorker pid=12345, ip=10.0.0.2) ",  # a Ray worker
         "Nov 23 10:00:00 gpu-box jupyterhub[12345]: ",  # journalctl, syslog
         "2023-11-23T10:00:00+0000 gpu-box python3[812]: ",  # journalctl -o short-iso
+        "0|trainer  | ",  # pm2
+        "[I 10:00:00.123 NotebookApp] ",  # a Jupyter server
+        "[2023-04-18 09:58:48 +0000] [1] [WARNING] ",  # gunicorn
+        "[2023-04-18 09:58:48,123] ERROR in app: ",  # Flask's logger
+        "2023-04-18 09:58:48,123 - worker - ERROR - ",  # Python logging's asctime format
+        "* ",  # a markdown list
+        "> (pid=4240) ",  # a quoted Ray worker's line
     ],
-    ids=["colab-viewer", "compose", "iso-time", "kubernetes", "ray", "journal", "journal-iso"],
+    ids=[
+        "colab-viewer",
+        "compose",
+        "iso-time",
+        "kubernetes",
+        "ray",
+        "journal",
+        "journal-iso",
+        "pm2",
+        "jupyter-server",
+        "gunicorn",
+        "flask",
+        "logging",
+        "bullet",
+        "quoted-ray",
+    ],
 )
 def test_a_log_collectors_prefix_on_every_line_keeps_the_first_cause(prefix: str) -> None:
     same = 0
