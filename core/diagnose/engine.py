@@ -178,8 +178,21 @@ class Diagnoser:
             self._examine(chunk, line_start, line_end, line_anchors)
         if bfc_starts or not bfc.idle:
             bfc.feed_chunk(chunk.first_line, raw, bfc_starts, chunk.line_at, listing)
+        if self.lines_read < BARE_SCAN_LINES:
+            self._bare_figures(chunk)
         # last: the line numbers looked up above already counted most of the chunk's breaks
         self.lines_read += chunk.lines
+
+    def _bare_figures(self, chunk: Chunk) -> None:
+        """Lines that are one figure and nothing else (print(process.memory_info().rss) after
+        each call), looked for in a paste's first lines only: no anchor can find them, and a
+        pass of its own over a long log file would cost more than they are worth there."""
+        readings = self.series.setdefault("bare_figure", [])
+        for m in _BARE_LINE.finditer(chunk.raw):
+            if len(readings) >= SERIES_KEPT:
+                break
+            where = (chunk.source, chunk.line_at(m.start()), m.group(0).decode().strip())
+            readings.append((where, float(m.group(1))))
 
     def _unsaturated_anchors(self) -> tuple[str, ...]:
         """Anchors of signatures that can still change the result.
@@ -672,6 +685,40 @@ def _series_rules(
         for run in [readings, *runs] if len(runs) > 1 else [readings]:
             if _leak_in(run, what, add, notes):
                 return
+    _bare_figures_rule(series.get("bare_figure") or [], add, notes)
+
+
+BARE_READINGS = 5
+BARE_GROWTH = 0.10
+BARE_SCAN_LINES = 20_000  # a paste, not a log file
+# a line that is one figure (four digits or more, or three and decimals), maybe quoted
+_BARE_LINE = re.compile(rb"(?m)^[ \t>]*(\d{4,}(?:\.\d+)?|\d{3}\.\d+)[ \t]*\r?$")
+
+
+def _bare_figures_rule(
+    readings: list[tuple[tuple[str, int, str], float]],
+    add: Any,
+    notes: dict[str, list[str]],
+) -> None:
+    """Lines that hold one figure and nothing else, rising: what print(process.memory_info()
+    .rss) or print(asizeof(model)) writes after each call. Nothing says they are memory, so
+    only a candidate; a counter (the same step every time) and a clock (the growth too small
+    to see) are not readings."""
+    values = [v for _, v in readings]
+    if len(values) < BARE_READINGS or values[0] <= 0:
+        return
+    steps = {b - a for a, b in itertools.pairwise(values)}
+    if len(steps) == 1:
+        return  # a counter
+    ups = sum(b > a for a, b in itertools.pairwise(values))
+    growth = values[-1] / values[0] - 1
+    if ups >= 0.75 * (len(values) - 1) and growth >= BARE_GROWTH:
+        add("memory_leak", 1.6, [readings[0][0], readings[-1][0]])
+        notes.setdefault("memory_leak", []).append(
+            f"A column of bare figures rose in {ups} of {len(values) - 1} lines, by "
+            f"{growth:.0%}. If they are the memory the script printed after each step or "
+            "call, it keeps growing."
+        )
 
 
 _FIGURES = re.compile(r"0x[0-9a-fA-F]+|\d+(?:[.:/,-]\d+)*")

@@ -2080,6 +2080,20 @@ def test_training_that_gets_slower_epoch_after_epoch_is_a_leak_candidate() -> No
     assert ranked(falling_speed)[:1] == ["memory_leak"]
 
 
+def test_a_rising_column_of_bare_figures_is_a_leak_candidate() -> None:
+    """print(process.memory_info().rss) after each call writes a figure and nothing else."""
+    rss = "".join(f"{v}\n" for v in (8847736, 17060064, 25370520, 33237832, 41498512))
+    found = diagnose(("import gc\n" + rss).encode()).causes
+    assert [c.id for c in found if not c.look_alike] == ["memory_leak"]
+    assert found[0].confidence < 0.8  # nothing says they are memory
+    assert ranked("> " + rss.replace("\n", "\n> ")) == ["memory_leak"]  # quoted
+    assert ranked("".join(f"{v}\n" for v in range(1000, 7000, 1000))) == []  # a counter
+    clock = "".join(f"{1700000000 + 60 * i}\n" for i in range(6))
+    assert ranked(clock) == []  # seconds since 1970: too little growth to be anything
+    assert ranked("".join(f"{v}\n" for v in (0.69, 0.61, 0.55, 0.52, 0.5))) == []  # a loss
+    assert ranked(rss.replace("\n", " \n", 2)[: rss.index("25370520")]) == []  # two
+
+
 def test_memory_readings_printed_as_one_list_are_a_series() -> None:
     assert ranked("memory usage: [812.3, 845.1, 890.2, 934.8, 980.5, 1021.7]\n")[:1] == [
         "memory_leak"
