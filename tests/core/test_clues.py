@@ -320,6 +320,12 @@ def test_a_late_sync_failure_alone_is_only_a_candidate() -> None:
         ("ERROR: This container was built for NVIDIA Driver Release 450.51 or later, but\n"
          "       version 440.33.01 was detected and compatibility mode is UNAVAILABLE.\n\n"
          "       [[CUDA Driver UNAVAILABLE (cuInit(0) returned 804)]]", "driver_too_old"),
+        ("rocBLAS error: Cannot read /opt/rocm/lib/rocblas/library/TensileLibrary.dat: No such "
+         "file or directory\nAborted (core dumped)", "unsupported_gpu_arch"),
+        (":0:rocdevice.cpp            :2614: 1234567 us: 1234 : [tid:0x7f] Device::callbackQueue "
+         "aborting with error : HSA_STATUS_ERROR_MEMORY_APERTURE_VIOLATION: The agent attempted "
+         "to access memory beyond the largest legal address. code: 0x29",
+         "illegal_memory_access_or_hw"),
     ],
     ids=["exclusive-mode", "xla-oom", "slurm-oom", "tf-self-check", "cudnn-symbol",
          "cudnn-version-tag", "tf0-cudnn", "dll-procedure", "op-on-absent-gpu", "lowercase-sigill",
@@ -330,7 +336,8 @@ def test_a_late_sync_failure_alone_is_only_a_candidate() -> None:
          "cublas-symbol", "ptxas-known-bug", "platform-string-windows", "iommu-dma-fault",
          "killed-trailing-space", "cudart-stub-symbol", "cudnn-sublib-locate",
          "tf1-cudnn-dso", "cudnn-status-6", "libcuda-stub-too-short", "jaxlib-avx",
-         "npm-errno-sigill", "npm-errno-sigkill", "ngc-banner-old-driver"],
+         "npm-errno-sigill", "npm-errno-sigkill", "ngc-banner-old-driver", "rocblas-no-tensile",
+         "hsa-aperture"],
 )  # fmt: skip
 def test_more_wordings_of_known_causes(line: str, first: str) -> None:
     assert ranked(line)[:1] == [first]
