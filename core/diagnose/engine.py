@@ -336,6 +336,7 @@ class Diagnoser:
         _bfc_rules(ooms, self.hits, add, notes, facts)
         _defragmented_then_failed_rule(ooms, self.hits, add, _noter(notes))
         _holder_rule(self.hits, scores, add, _noter(notes), facts)
+        _stock_model_rule(self.hits, scores, add, _noter(notes))
         _shared_by_workers_rule(self.workers, add, _noter(notes))
         _device_refusal_rule(self.hits, add, _noter(notes))
         slowing = "memory_leak" not in scores and _slowing_rule(self.series, add, notes)
@@ -1802,6 +1803,33 @@ def _initializer_oom_rule(hits: Mapping[str, _Hit], add: Any, note: Any) -> None
             f"Only {format_size(size)} could not be had: when a model's own weights fill the "
             "card, the one that fails is nearly always one of its big ones.",
         )
+
+
+def _stock_model_rule(
+    hits: Mapping[str, _Hit], scores: Mapping[str, float], add: Any, note: Any
+) -> None:
+    """An out-of-memory error raised inside a Keras application's constructor (ResNet50(),
+    VGG16()...), before any training: a stock model's weights fit any card (VGG16's, the
+    largest, are 528 MB), so the card was full before they came. Not when the allocator's
+    numbers are there, which tell for themselves."""
+    frame = hits.get("keras_application_frame")
+    if (
+        frame is None
+        or _went_on(hits)
+        or "bfc_oom" in hits
+        or "bfc_dump" in hits
+        or not any(s in hits for s in ("oom_allocating_tensor", "resource_exhausted_generic"))
+    ):
+        return
+    lead = scores.get("gpu_oom", 0.0) - scores.get("gpu_memory_contention", 0.0)
+    add("gpu_memory_contention", max(lead, 0.0) + 0.6, frame.lines[-1:])
+    model = frame.groups[-1].get("model", "the model")
+    note(
+        "gpu_memory_contention",
+        f"The out-of-memory error came while {model}() created its weights, before any batch. "
+        "A stock model's weights fit any card, so the memory was taken before it came: by "
+        "another process, or by an earlier model in the same notebook.",
+    )
 
 
 def _tiny_weight_failed(hits: Mapping[str, _Hit]) -> list[tuple[str, int, str]]:

@@ -2101,6 +2101,28 @@ def test_a_rising_column_of_bare_figures_is_a_leak_candidate() -> None:
     assert ranked(rss.replace("\n", " \n", 2)[: rss.index("25370520")]) == []  # two
 
 
+_RESNET_OOM = (
+    "ResourceExhaustedError                    Traceback (most recent call last)\n"
+    "<ipython-input-35-1a3bbd5216b5> in <module>\n"
+    "----> 7     classes=2\n"
+    "/usr/local/lib/python3.6/dist-packages/keras/applications/resnet.py in ResNet50(*args, "
+    "**kwargs)\n"
+    "---> 14     return resnet.ResNet50(*args, **kwargs)\n"
+)
+
+
+def test_an_oom_while_a_stock_keras_model_is_built_means_the_card_was_already_full() -> None:
+    """ResNet50()'s weights fit any card: an out-of-memory error raised while they are made
+    shows the memory was held before; the same error once training ran is the workload's."""
+    found = diagnose(_RESNET_OOM.encode()).causes
+    assert [c.id for c in found if not c.look_alike][:2] == ["gpu_memory_contention", "gpu_oom"]
+    assert "while ResNet50() created its weights" in found[0].explanation
+    trained = "Epoch 1/10\n 12/500 [>....] - ETA: 3:20 - loss: 0.69\n" + _RESNET_OOM
+    assert ranked(trained)[:1] == ["gpu_oom"]
+    preprocess = _RESNET_OOM.replace("in ResNet50(*args", "in preprocess_input(*args")
+    assert ranked(preprocess)[:1] == ["gpu_oom"]
+
+
 def test_memory_readings_printed_as_one_list_are_a_series() -> None:
     assert ranked("memory usage: [812.3, 845.1, 890.2, 934.8, 980.5, 1021.7]\n")[:1] == [
         "memory_leak"
