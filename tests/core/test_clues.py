@@ -323,6 +323,10 @@ def test_a_late_sync_failure_alone_is_only_a_candidate() -> None:
         ("rocBLAS error: Cannot read /opt/rocm/lib/rocblas/library/TensileLibrary.dat: No such "
          "file or directory\nAborted (core dumped)", "unsupported_gpu_arch"),
         ("'Optimization started...\nIteration    1/1000\nKilled'", "host_oom"),
+        ("E tensorflow/stream_executor/cuda/cuda_blas.cc:226] failed to create cublas handle: "
+         "CUBLAS_STATUS_ARCH_MISMATCH", "unsupported_gpu_arch"),
+        ("InternalError: CUDA runtime implicit initialization on GPU:0 failed. Status: "
+         "cudaErrorUnsupportedPtxVersion", "driver_too_old"),
         ("XlaRuntimeError: INTERNAL: Failed to load in-memory CUBIN: CUDA_ERROR_OUT_OF_MEMORY: "
          "out of memory", "gpu_memory_contention"),
         ("> tcmalloc: large alloc 3666862080 bytes == 0x52d8000 @  0x7fb937352f21 0x7fb934aa2ae5\n"
@@ -342,7 +346,7 @@ def test_a_late_sync_failure_alone_is_only_a_candidate() -> None:
          "killed-trailing-space", "cudart-stub-symbol", "cudnn-sublib-locate",
          "tf1-cudnn-dso", "cudnn-status-6", "libcuda-stub-too-short", "jaxlib-avx",
          "npm-errno-sigill", "npm-errno-sigkill", "ngc-banner-old-driver", "rocblas-no-tensile",
-         "killed-in-quotes", "cubin-load-oom", "colab-large-allocs", "hsa-aperture"],
+         "killed-in-quotes", "cublas-handle-arch", "runtime-ptx-version", "cubin-load-oom", "colab-large-allocs", "hsa-aperture"],
 )  # fmt: skip
 def test_more_wordings_of_known_causes(line: str, first: str) -> None:
     assert ranked(line)[:1] == [first]
