@@ -346,7 +346,8 @@ def test_a_late_sync_failure_alone_is_only_a_candidate() -> None:
          "killed-trailing-space", "cudart-stub-symbol", "cudnn-sublib-locate",
          "tf1-cudnn-dso", "cudnn-status-6", "libcuda-stub-too-short", "jaxlib-avx",
          "npm-errno-sigill", "npm-errno-sigkill", "ngc-banner-old-driver", "rocblas-no-tensile",
-         "killed-in-quotes", "cublas-handle-arch", "runtime-ptx-version", "cubin-load-oom", "colab-large-allocs", "hsa-aperture"],
+         "killed-in-quotes", "cublas-handle-arch", "runtime-ptx-version", "cubin-load-oom",
+         "colab-large-allocs", "hsa-aperture"],
 )  # fmt: skip
 def test_more_wordings_of_known_causes(line: str, first: str) -> None:
     assert ranked(line)[:1] == [first]
