@@ -178,15 +178,16 @@ class Diagnoser:
             self._examine(chunk, line_start, line_end, line_anchors)
         if bfc_starts or not bfc.idle:
             bfc.feed_chunk(chunk.first_line, raw, bfc_starts, chunk.line_at, listing)
-        if self.lines_read < BARE_SCAN_LINES:
+        if self.lines_read == 0 and len(raw) <= BARE_SCAN_BYTES:
             self._bare_figures(chunk)
         # last: the line numbers looked up above already counted most of the chunk's breaks
         self.lines_read += chunk.lines
 
     def _bare_figures(self, chunk: Chunk) -> None:
         """Lines that are one figure and nothing else (print(process.memory_info().rss) after
-        each call), looked for in a paste's first lines only: no anchor can find them, and a
-        pass of its own over a long log file would cost more than they are worth there."""
+        each call), looked for in a paste only (an input of one small chunk): no anchor can
+        find them, and a pass of its own over a long log file would cost more than they are
+        worth there."""
         readings = self.series.setdefault("bare_figure", [])
         for m in _BARE_LINE.finditer(chunk.raw):
             if len(readings) >= SERIES_KEPT:
@@ -263,9 +264,13 @@ class Diagnoser:
                 else:  # several readings told on one line, in order
                     values = [_reading(v, u) or 0.0 for v, u in _SIZE_IN_LINE.findall(line)]
                 readings = self.series.setdefault(sig.id, [])
-                if values and len(readings) < SERIES_KEPT:
+                kept = sig.keep or SERIES_KEPT
+                if values and len(readings) < kept:
                     where = (chunk.source, chunk.line_at(start), line.strip()[:500])
                     readings += [(where, v) for v in values]
+                    if len(readings) >= kept:  # full: later lines could change nothing
+                        for a in sig.anchors:
+                            self._live[a] -= 1
                 continue
             if hit.count == SATURATED:
                 for a in sig.anchors:
@@ -691,7 +696,7 @@ def _series_rules(
 
 BARE_READINGS = 5
 BARE_GROWTH = 0.10
-BARE_SCAN_LINES = 20_000  # a paste, not a log file
+BARE_SCAN_BYTES = 1 << 20  # an input this small whole: a paste, not a log file
 # a line that is one figure (four digits or more, or three and decimals), maybe quoted
 _BARE_LINE = re.compile(rb"(?m)^[ \t>]*(\d{4,}(?:\.\d+)?|\d{3}\.\d+)[ \t]*\r?$")
 

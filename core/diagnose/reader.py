@@ -36,19 +36,19 @@ _JOURNAL = r"[\w.-]+[ \t]+(?!kernel\b)[\w.@/-]+\[\d+\]:[ \t]"
 _ORIGIN = re.compile(
     r"(?:[A-Z][a-z]{2} \d{1,2}, \d{4}, \d{1,2}:\d\d:\d\d\s?[AP]M\t\w+\t"
     r"|[\w.-]+[-_]\d+\s+\|[ \t]"
-    r"|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)[ \t]+"
+    r"|\d{4}-\d\d-\d\d(?:T\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)[ \t]+"
     rf"(?:std(?:out|err)[ \t]+[FP][ \t]+|{_JOURNAL})?"
+    # Python logging's "asctime - name - levelname - "
+    r"| \d\d:\d\d:\d\d,\d{3} - [\w.]+ - [A-Z]+ - )"
     rf"|[A-Z][a-z]{{2}}[ \t]+\d{{1,2}}[ \t]+\d\d:\d\d:\d\d[ \t]+{_JOURNAL}"
     r"|\((?:[\w.]+[ \t]+)?pid=\d+(?:,[ \t]*ip=[\d.]+)?\)[ \t]+"
     # pm2's process column ("0|app  | "), a Jupyter server's ("[I 10:00:00.123 NotebookApp] ")
     r"|\d+\|[\w.@/-]+\s*\|[ \t]"
     r"|\[[IWEDC] (?:\d{4}-\d\d-\d\d )?\d\d:\d\d:\d\d\.\d+ \w+\][ \t]"
     # a logger's bracketed time, then its pid and level (gunicorn: "[2023-04-18 09:58:48 +0000]
-    # [1] [WARNING] "; Flask: "[...] ERROR in app: "), or Python logging's "asctime - name -
-    # levelname - "
+    # [1] [WARNING] "; Flask: "[...] ERROR in app: ")
     r"|\[\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:[ \t]?(?:[+-]\d\d:?\d\d|Z))?\][ \t]+"
-    r"(?:\[\d+\][ \t]+)?(?:\[[A-Z]+\][ \t]+|[A-Z]+ in [\w.]+:[ \t]+|[A-Z]+:?[ \t]+)?"
-    r"|\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} - [\w.]+ - [A-Z]+ - )"
+    r"(?:\[\d+\][ \t]+)?(?:\[[A-Z]+\][ \t]+|[A-Z]+ in [\w.]+:[ \t]+|[A-Z]+:?[ \t]+)?)"
 )
 # a JSON string holding one output line, as in .ipynb files: "text...\n",
 _JSON_LINE = re.compile(r'(?m)^[ \t]*"((?:[^"\\\n]|\\.)*)",?[ \t]*$')
@@ -160,15 +160,15 @@ def clean_line(line: str) -> str:
         line = _CONTROL.sub("", line)
     if "\x1b" in line:
         line = _ANSI.sub("", line).replace("\x1b", "")
-    for _ in range(2):  # a collector's prefix inside a quote: "> (pid=4240) ..."
-        before = line
-        m = _ORIGIN.match(line)
-        if m is not None:
-            line = line[m.end() :]
-        if line[:1] in (">", "|", "`", " ", "\t", ".", "*", "-"):
-            line = _PREFIX.sub("", line, count=1)
-        if line == before:
-            break
+    m = _ORIGIN.match(line)
+    if m is not None:
+        line = line[m.end() :]
+    if line[:1] in (">", "|", "`", " ", "\t", ".", "*", "-"):
+        quoted = _PREFIX.sub("", line, count=1)
+        if line[:1] in (">", "|") and (m := _ORIGIN.match(quoted)) is not None:
+            # a collector's prefix inside a quote: "> (pid=4240) ..."
+            quoted = _PREFIX.sub("", quoted[m.end() :], count=1)
+        line = quoted
     if line.endswith(("`", "` ", "`\t")):
         line = _SUFFIX.sub("", line, count=1)
     return line

@@ -26,7 +26,7 @@ from tfdoctor.core.knowledge.loader import (
 SIGNATURES_FILE = KNOWLEDGE_DIR / "signatures.toml"
 _FIELDS = {
     "id", "anchor", "pattern", "parts", "causes", "noise", "role", "examples", "counterexamples",
-    "says", "echo_of",
+    "says", "echo_of", "keep",
 }  # fmt: skip
 # "{group}", "{group|kib}" (a number of KiB said in MiB/GiB), "{group|bytes}", or
 # "{group|cudnn}" (cuDNN's numeric version 5103 said as 5.1.3)
@@ -57,6 +57,9 @@ class Signature:
     # a cuDNN mismatch): it counts only when none of them is in the log, i.e. when the paste
     # lost the message itself, which says more
     echo_of: tuple[str, ...] = ()
+    # a series' readings kept (0: the engine's default): once that many are in, later lines
+    # cannot change the trend and are not looked at
+    keep: int = 0
 
 
 FRAGMENT_REF = re.compile(r"\{\{(\w+)\}\}")
@@ -153,6 +156,7 @@ def load_signatures(
                 parts,
                 says,
                 echo_of,
+                int(row.opt_float("keep", 0, 0, 1_000_000)),
             )
         )
     for name, ids in groups.items():
