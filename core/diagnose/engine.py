@@ -1835,8 +1835,9 @@ def _stock_model_rule(
     note(
         "gpu_memory_contention",
         f"The out-of-memory error came while {model}() created its weights, before any batch. "
-        "A stock model's weights fit any card, so the memory was taken before it came: by "
-        "another process, or by an earlier model in the same notebook.",
+        "A stock model's weights fit any card TensorFlow still supports, so the memory was "
+        "taken before it came: by another process, or by an earlier model in the same "
+        "notebook.",
     )
 
 
