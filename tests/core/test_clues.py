@@ -323,6 +323,9 @@ def test_a_late_sync_failure_alone_is_only_a_candidate() -> None:
         ("rocBLAS error: Cannot read /opt/rocm/lib/rocblas/library/TensileLibrary.dat: No such "
          "file or directory\nAborted (core dumped)", "unsupported_gpu_arch"),
         ("'Optimization started...\nIteration    1/1000\nKilled'", "host_oom"),
+        ("grade your CuDNN library.  If building from sources, make sure the library loaded at "
+         "runtime is compa\ntible with the version specified during compile configuration",
+         "cuda_cudnn_version_mismatch"),
         ("E tensorflow/stream_executor/cuda/cuda_blas.cc:226] failed to create cublas handle: "
          "CUBLAS_STATUS_ARCH_MISMATCH", "unsupported_gpu_arch"),
         ("InternalError: CUDA runtime implicit initialization on GPU:0 failed. Status: "
@@ -346,8 +349,8 @@ def test_a_late_sync_failure_alone_is_only_a_candidate() -> None:
          "killed-trailing-space", "cudart-stub-symbol", "cudnn-sublib-locate",
          "tf1-cudnn-dso", "cudnn-status-6", "libcuda-stub-too-short", "jaxlib-avx",
          "npm-errno-sigill", "npm-errno-sigkill", "ngc-banner-old-driver", "rocblas-no-tensile",
-         "killed-in-quotes", "cublas-handle-arch", "runtime-ptx-version", "cubin-load-oom",
-         "colab-large-allocs", "hsa-aperture"],
+         "killed-in-quotes", "cudnn-advice-tail", "cublas-handle-arch", "runtime-ptx-version",
+         "cubin-load-oom", "colab-large-allocs", "hsa-aperture"],
 )  # fmt: skip
 def test_more_wordings_of_known_causes(line: str, first: str) -> None:
     assert ranked(line)[:1] == [first]
