@@ -246,6 +246,7 @@ def fact_rules(
     tf = stated.tf_version
     if tf is None:
         _cc_without_version(stated, add, note)
+        _driver_below_every_tf2(stated, compat, add, note)
         return
     tf_line = [stated.tf_line] if stated.tf_line else []
 
@@ -306,6 +307,33 @@ def fact_rules(
                 f"The NVIDIA driver is {stated.driver}; TensorFlow {tf} is built for CUDA "
                 f"{req.cuda_version}, which needs driver {req.minimum} or newer.",
             )
+
+
+# the oldest TensorFlow 2 GPU build: its CUDA sets the lowest driver any TF 2 runs on
+FIRST_TF2 = "2.0"
+
+
+def _driver_below_every_tf2(
+    stated: Stated,
+    compat: Compat,
+    add: Callable[[str, float, list[Line]], None],
+    note: Callable[[str, str], None],
+) -> None:
+    """With no TensorFlow version in the log, a driver too old for even the first TensorFlow 2
+    GPU build (CUDA 10.0) is too old for whatever TensorFlow a thread of the last six years is
+    about: a candidate, which the TF version, when the log tells it, replaces."""
+    if stated.driver is None:
+        return
+    platform: Platform = "windows" if stated.windows is not None else "linux"
+    req = compat.min_driver_for_tf(FIRST_TF2, platform)
+    if req is None or not _older(stated.driver, req.minimum):
+        return
+    add("driver_too_old", 1.2, [stated.driver_line] if stated.driver_line else [])
+    note(
+        "driver_too_old",
+        f"The NVIDIA driver is {stated.driver}, older than even TensorFlow {FIRST_TF2}'s CUDA "
+        f"{req.cuda_version} needs ({req.minimum}); every later release needs a newer one.",
+    )
 
 
 def _cc_from_model(stated: Stated, compat: Compat) -> Stated:

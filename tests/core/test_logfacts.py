@@ -277,6 +277,16 @@ def test_the_driver_proc_reports_is_the_driver() -> None:
     assert got is not None and got[0] == "driver_too_old" and "440.33.01" in got[2]
 
 
+def test_a_driver_too_old_for_any_tensorflow_2_is_a_candidate_without_a_tf_version() -> None:
+    """Only the driver pasted (cat /proc/driver/nvidia/version): 396 runs no CUDA 10.0, so no
+    TensorFlow 2 build; 440 runs TF 2.0-2.3's CUDA, so without a TF version nothing is said."""
+    proc = "NVRM version: NVIDIA UNIX x86_64 Kernel Module  {}  Mon Apr 30 18:01:39 PDT 2018\n"
+    got = first(proc.format("396.26"))
+    assert got is not None and got[0] == "driver_too_old" and got[1] < 0.7
+    assert "396.26" in got[2] and "410.48" in got[2]
+    assert first(proc.format("440.33.01")) is None
+
+
 # ------------------------------------------ a GPU newer than the CUDA the TensorFlow build runs on
 CUDNN_HANDLE = (
     "E tensorflow/stream_executor/cuda/cuda_dnn.cc:328] Could not create cudnn handle: "
