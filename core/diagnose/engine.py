@@ -261,6 +261,8 @@ class Diagnoser:
                     values = [] if value is None else [value]
                 elif "values" in groups:  # a printed list of readings, its unit unstated
                     values = [float(v) for v in _NUMBER.findall(groups["values"])]
+                elif sig.id == "readings_in_a_line":  # one reading printed again and again
+                    values = _inline_readings(line)
                 else:  # several readings told on one line, in order
                     values = [_reading(v, u) or 0.0 for v, u in _SIZE_IN_LINE.findall(line)]
                 readings = self.series.setdefault(sig.id, [])
@@ -645,6 +647,28 @@ def _reading(value: str, unit: str) -> float | None:
         return None
 
 
+# a memory word, as readings_in_a_line finds it; what its figure is: the one after its colon
+# or equals sign when one comes first ("Memory usage after 3 run(s) (in MiB): 812.3"), else the
+# first after the word ("mem 812MB")
+_MEMORY_WORD = re.compile(r"(?i)(?<![a-z])(?:mem(?:ory)?|v?ram|rss)(?![a-z])")
+_AFTER_COLON = re.compile(
+    r"^[^:=\n\d]{0,16}(?:\d[^:=\n]{0,30})?[:=]\s*(\d+(?:\.\d+)?)(?:\s*([kKmMgG]i?[bB]?)(?![A-Za-z]))?"
+)
+_FIRST_FIGURE = re.compile(r"^\D{0,40}?(\d+(?:\.\d+)?)(?:\s*([kKmMgG]i?[bB]?)(?![A-Za-z]))?")
+
+
+def _inline_readings(line: str) -> list[float]:
+    """The figure each memory word on the line introduces, in order (see _MEMORY_WORD)."""
+    starts = [m.end() for m in _MEMORY_WORD.finditer(line)]
+    values = []
+    for a, b in zip(starts, [*starts[1:], len(line)], strict=True):
+        part = line[a:b]
+        m = _AFTER_COLON.match(part) or _FIRST_FIGURE.match(part)
+        if m is not None and (value := _reading(m.group(1), m.group(2) or "")) is not None:
+            values.append(value)
+    return values if len(values) >= 3 else []
+
+
 MEMORY_SERIES = (
     "memory_reading",
     "memory_figure",
@@ -658,6 +682,7 @@ MEMORY_SERIES = (
     "ps_python_rss",
     "docker_stats_mem",
     "sizes_in_a_line",
+    "readings_in_a_line",
     "memory_list",
     "memory_profiler_entry",
     "size_column",

@@ -2136,6 +2136,22 @@ def test_an_oom_while_a_stock_keras_model_is_built_means_the_card_was_already_fu
     assert ranked(preprocess)[:1] == ["gpu_oom"]
 
 
+def test_a_reading_redrawn_on_one_line_rising_is_a_leak() -> None:
+    """tqdm's postfix redraws with a carriage return, a script prints with end=" ", a page joins
+    a paste's lines: one line then holds the same reading again and again."""
+    bars = "".join(
+        f" {i * 10}%|##      | {i}/10 [00:0{i}<00:0{9 - i}, 1.2it/s, mem={mb}MB]\r"
+        for i, mb in enumerate((812, 905, 1003, 1101, 1198))
+    )
+    assert ranked(bars + "\n")[:1] == ["memory_leak"]
+    runs = " ".join(
+        f"Memory usage after {i} run(s) (in MiB): {mb}" for i, mb in enumerate((790, 812, 845, 900))
+    )
+    assert ranked(runs)[:1] == ["memory_leak"]  # the figure after the colon, not the run's
+    falling = " ".join(f"step {i}: rss={mb} MB" for i, mb in enumerate((1198, 1101, 1003, 905)))
+    assert ranked(falling) == []
+
+
 def test_memory_readings_printed_as_one_list_are_a_series() -> None:
     assert ranked("memory usage: [812.3, 845.1, 890.2, 934.8, 980.5, 1021.7]\n")[:1] == [
         "memory_leak"
