@@ -298,7 +298,7 @@ def fact_rules(
 
     # A driver below what the build's CUDA needs.
     if stated.driver is not None:
-        req = compat.min_driver_for_tf(tf, "windows" if stated.windows is not None else "linux")
+        req = compat.min_driver_for_tf(tf, _platform(stated))
         if req is not None and _older(stated.driver, req.minimum):
             where = [stated.driver_line] if stated.driver_line else []
             add("driver_too_old", 4.0, tf_line + where)
@@ -307,6 +307,11 @@ def fact_rules(
                 f"The NVIDIA driver is {stated.driver}; TensorFlow {tf} is built for CUDA "
                 f"{req.cuda_version}, which needs driver {req.minimum} or newer.",
             )
+
+
+def _platform(stated: Stated) -> Platform:
+    """The platform whose driver table applies: Windows when the log shows its paths."""
+    return "windows" if stated.windows is not None else "linux"
 
 
 # the oldest TensorFlow 2 GPU build: its CUDA sets the lowest driver any TF 2 runs on
@@ -324,8 +329,7 @@ def _driver_below_every_tf2(
     about: a candidate, which the TF version, when the log tells it, replaces."""
     if stated.driver is None:
         return
-    platform: Platform = "windows" if stated.windows is not None else "linux"
-    req = compat.min_driver_for_tf(FIRST_TF2, platform)
+    req = compat.min_driver_for_tf(FIRST_TF2, _platform(stated))
     if req is None or not _older(stated.driver, req.minimum):
         return
     add("driver_too_old", 1.2, [stated.driver_line] if stated.driver_line else [])
@@ -417,7 +421,7 @@ def _driver_for_wanted(
     driver older than that CUDA needs stops the GPU even once the library is installed."""
     if stated.driver is None:
         return
-    platform: Platform = "windows" if stated.windows is not None else "linux"
+    platform = _platform(stated)
     loaded = [stated.runs_cuda] if stated.runs_cuda is not None else []
     for line, lib in [*stated.wanted, *loaded]:
         want = cuda_soname(lib)

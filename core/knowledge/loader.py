@@ -97,6 +97,15 @@ class Row:
             raise KnowledgeError(f"{self.where}: {key} must be an integer")
         return value
 
+    def opt_int(self, key: str, default: int = 0) -> int:
+        """An optional integer of 0 or more; default when absent."""
+        if self.data.get(key) is None:
+            return default
+        value = self.req_int(key)
+        if value < 0:
+            raise KnowledgeError(f"{self.where}: {key} must be 0 or more")
+        return value
+
     def req_bool(self, key: str) -> bool:
         value = self.data.get(key)
         if not isinstance(value, bool):

@@ -156,7 +156,7 @@ def load_signatures(
                 parts,
                 says,
                 echo_of,
-                int(row.opt_float("keep", 0, 0, 1_000_000)),
+                row.opt_int("keep"),
             )
         )
     for name, ids in groups.items():

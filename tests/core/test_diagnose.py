@@ -314,6 +314,8 @@ def test_signature_file_validation(tmp_path: Path) -> None:
         "no fragment 'loud'": good.replace('pattern = "boom"', 'pattern = "{{loud}}"'),
         "echo_of names unknown signature ids nothing": good + 'echo_of = ["nothing"]\n',
         "echo_of without causes": good.replace("gpu_oom = 1.0", "") + 'echo_of = ["x"]\n',
+        "keep must be 0 or more": good + "keep = -1\n",
+        "keep must be an integer": good + "keep = 2.5\n",
         r"\[echo_group\] oom: it names unknown signature ids nothing": (
             '[echo_group]\noom = ["nothing"]\n' + good
         ),
