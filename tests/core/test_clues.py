@@ -338,6 +338,17 @@ def test_a_late_sync_failure_alone_is_only_a_candidate() -> None:
          "aborting with error : HSA_STATUS_ERROR_MEMORY_APERTURE_VIOLATION: The agent attempted "
          "to access memory beyond the largest legal address. code: 0x29",
          "illegal_memory_access_or_hw"),
+        ("I tensorflow/compiler/xla/service/platform_util.cc:194] StreamExecutor cuda device (0) "
+         "is of insufficient compute capability: 3.5 required, device is 3.0",
+         "unsupported_gpu_arch"),
+        ("E external/local_xla/xla/stream_executor/rocm/rocm_executor.cc:120] StreamExecutor "
+         "ROCM device (0) is of unsupported AMDGPU version 'gfx1031' . The supported AMDGPU "
+         "versions are 'gfx900, gfx906, gfx908, gfx90a, gfx1030, gfx1100'.",
+         "unsupported_gpu_arch"),
+        ("E tensorflow/stream_executor/cuda/cuda_asm_compiler.cc:60] cuLinkAddData fails. This "
+         "is usually caused by stale driver version.", "driver_too_old"),
+        ("E external/local_xla/xla/stream_executor/cuda/cuda_dnn.cc:523] Could not create cudnn "
+         "handle: cuDNN could not be found or could not be loaded.", "missing_cuda_libs"),
     ],
     ids=["exclusive-mode", "xla-oom", "slurm-oom", "tf-self-check", "cudnn-symbol",
          "cudnn-version-tag", "tf0-cudnn", "dll-procedure", "op-on-absent-gpu", "lowercase-sigill",
@@ -350,7 +361,8 @@ def test_a_late_sync_failure_alone_is_only_a_candidate() -> None:
          "tf1-cudnn-dso", "cudnn-status-6", "libcuda-stub-too-short", "jaxlib-avx",
          "npm-errno-sigill", "npm-errno-sigkill", "ngc-banner-old-driver", "rocblas-no-tensile",
          "killed-in-quotes", "cudnn-advice-tail", "cublas-handle-arch", "runtime-ptx-version",
-         "cubin-load-oom", "colab-large-allocs", "hsa-aperture"],
+         "cubin-load-oom", "colab-large-allocs", "hsa-aperture", "xla-min-capability",
+         "rocm-unsupported-gfx", "culink-stale-driver", "cudnn-stub-error-string"],
 )  # fmt: skip
 def test_more_wordings_of_known_causes(line: str, first: str) -> None:
     assert ranked(line)[:1] == [first]
