@@ -349,6 +349,14 @@ def test_a_late_sync_failure_alone_is_only_a_candidate() -> None:
          "is usually caused by stale driver version.", "driver_too_old"),
         ("E external/local_xla/xla/stream_executor/cuda/cuda_dnn.cc:523] Could not create cudnn "
          "handle: cuDNN could not be found or could not be loaded.", "missing_cuda_libs"),
+        ("E external/xla/xla/stream_executor/cuda/cuda_driver.cc:152] failed call to cuInit: "
+         "INTERNAL: CUDA error: Failed call to cuInit: CUDA_ERROR_SYSTEM_NOT_READY: system not "
+         "yet initialized", "no_gpu_visible"),
+        ("jaxlib.xla_extension.XlaRuntimeError: INTERNAL: CUDA error: cudaErrorIllegalAddress",
+         "illegal_memory_access_or_hw"),
+        ("InternalError: CUDA runtime implicit initialization on GPU:0 failed. Status: "
+         "cudaErrorCallRequiresNewerDriver", "driver_too_old"),
+        ("RuntimeError: CUDA error: cudaErrorLaunchTimeout", "gpu_watchdog_timeout"),
     ],
     ids=["exclusive-mode", "xla-oom", "slurm-oom", "tf-self-check", "cudnn-symbol",
          "cudnn-version-tag", "tf0-cudnn", "dll-procedure", "op-on-absent-gpu", "lowercase-sigill",
@@ -362,7 +370,9 @@ def test_a_late_sync_failure_alone_is_only_a_candidate() -> None:
          "npm-errno-sigill", "npm-errno-sigkill", "ngc-banner-old-driver", "rocblas-no-tensile",
          "killed-in-quotes", "cudnn-advice-tail", "cublas-handle-arch", "runtime-ptx-version",
          "cubin-load-oom", "colab-large-allocs", "hsa-aperture", "xla-min-capability",
-         "rocm-unsupported-gfx", "culink-stale-driver", "cudnn-stub-error-string"],
+         "rocm-unsupported-gfx", "culink-stale-driver", "cudnn-stub-error-string",
+         "fabric-manager-802", "runtime-name-illegal-address", "runtime-name-newer-driver",
+         "runtime-name-launch-timeout"],
 )  # fmt: skip
 def test_more_wordings_of_known_causes(line: str, first: str) -> None:
     assert ranked(line)[:1] == [first]
