@@ -357,6 +357,10 @@ def test_a_late_sync_failure_alone_is_only_a_candidate() -> None:
         ("InternalError: CUDA runtime implicit initialization on GPU:0 failed. Status: "
          "cudaErrorCallRequiresNewerDriver", "driver_too_old"),
         ("RuntimeError: CUDA error: cudaErrorLaunchTimeout", "gpu_watchdog_timeout"),
+        ("E0000 00:00:1712345678.123456   12345 cuda_dnn.cc:535] Could not create cudnn handle: "
+         "CUDNN_STATUS_NOT_SUPPORTED_INCOMPATIBLE_CUDA_DRIVER", "driver_too_old"),
+        ("E0000 00:00:1712345678.123456   12345 cuda_dnn.cc:535] Could not create cudnn handle: "
+         "CUDNN_STATUS_NOT_SUPPORTED_ARCH_MISMATCH", "unsupported_gpu_arch"),
     ],
     ids=["exclusive-mode", "xla-oom", "slurm-oom", "tf-self-check", "cudnn-symbol",
          "cudnn-version-tag", "tf0-cudnn", "dll-procedure", "op-on-absent-gpu", "lowercase-sigill",
@@ -372,7 +376,7 @@ def test_a_late_sync_failure_alone_is_only_a_candidate() -> None:
          "cubin-load-oom", "colab-large-allocs", "hsa-aperture", "xla-min-capability",
          "rocm-unsupported-gfx", "culink-stale-driver", "cudnn-stub-error-string",
          "fabric-manager-802", "runtime-name-illegal-address", "runtime-name-newer-driver",
-         "runtime-name-launch-timeout"],
+         "runtime-name-launch-timeout", "cudnn9-incompatible-driver", "cudnn9-arch-mismatch"],
 )  # fmt: skip
 def test_more_wordings_of_known_causes(line: str, first: str) -> None:
     assert ranked(line)[:1] == [first]
