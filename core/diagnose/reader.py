@@ -481,6 +481,23 @@ def plain_typography(raw: bytes) -> bytes:
     return raw
 
 
+# a backslash a Markdown or rich-text editor put before punctuation it would otherwise format:
+# cuda\_dnn.cc, CUDNN\_STATUS\_INTERNAL\_ERROR, \[\[{{node conv2d}}\]\]
+_MARKDOWN_ESCAPE = re.compile(rb"\\([_*\[\]#<>`|~])")
+MARKDOWN_ESCAPES_MIN = 2
+
+
+def plain_markdown(raw: bytes) -> bytes:
+    """A paste whose underscores, asterisks and brackets an editor escaped for Markdown: the
+    characters TensorFlow printed. Only when the paste has several such escapes; a Windows
+    path's lone backslash before an underscore loses nothing a diagnosis reads."""
+    if len(raw) > UNWRAP_MAX_BYTES or b"\\" not in raw:
+        return raw
+    if len(_MARKDOWN_ESCAPE.findall(raw, 0, 1 << 16)) < MARKDOWN_ESCAPES_MIN:
+        return raw
+    return _MARKDOWN_ESCAPE.sub(rb"\1", raw)
+
+
 # a line number in an editor's, a code viewer's or cat -n's gutter: the number, then a tab, a
 # bar or colon, or one or two spaces (the line's own indentation stays)
 _GUTTER = re.compile(rb"[ \t]*(\d{1,6})(?:\t| ?[|:] ?| {1,2})")
@@ -511,7 +528,9 @@ def strip_gutter(raw: bytes) -> bytes:
 
 def _chunk(source: str, line_no: int, raw: bytes) -> Chunk:
     if line_no == 1:  # a paste is one chunk; never the tail of a big log
-        raw = unwrap(unescape_html(plain_typography(split_escaped(strip_gutter(raw)))))
+        raw = unwrap(
+            unescape_html(plain_markdown(plain_typography(split_escaped(strip_gutter(raw)))))
+        )
     if b'\\n"' in raw:
         # JSON-escaped output lines (a notebook, a Jupyter JSON log): unescape them, and keep
         # raw and text the same characters

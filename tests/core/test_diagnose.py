@@ -739,6 +739,19 @@ def test_typographic_quotes_a_forum_put_in_read_as_the_ascii_ones_tensorflow_pri
     assert [c.id for c in diagnose(line.encode()).causes][:1] == ["cuda_cudnn_version_mismatch"]
 
 
+def test_a_paste_whose_editor_escaped_it_for_markdown_keeps_the_first_cause() -> None:
+    """A rich-text editor or a Markdown converter writes cuda\\_dnn.cc and \\[\\[{{node}}\\]\\]."""
+    same = 0
+    for case in DEV:
+        want = [c.id for c in diagnose(case.log.encode()).causes][:1]
+        escaped = re.sub(r"([_*\[\]])", r"\\\1", case.log)
+        same += [c.id for c in diagnose(escaped.encode()).causes][:1] == want
+    assert same / len(DEV) >= 0.98, f"{same} of {len(DEV)}"
+    # one lone backslash before an underscore (a Windows path) is left as it is
+    path = b"C:\\_bazel\\nvcc: Could not load dynamic library 'cudart64_110.dll'\n"
+    assert [t for _, t in iter_lines(path)] == [path.decode().strip()]
+
+
 def _html_escaped(text: str) -> str:
     """A paste as it sits in a web page's HTML source."""
     import html
