@@ -361,6 +361,12 @@ def test_a_late_sync_failure_alone_is_only_a_candidate() -> None:
          "CUDNN_STATUS_NOT_SUPPORTED_INCOMPATIBLE_CUDA_DRIVER", "driver_too_old"),
         ("E0000 00:00:1712345678.123456   12345 cuda_dnn.cc:535] Could not create cudnn handle: "
          "CUDNN_STATUS_NOT_SUPPORTED_ARCH_MISMATCH", "unsupported_gpu_arch"),
+        ("Epoch 1/10\n 120/1500 [=>....] - ETA: 5:12 - loss: 0.6931\nTerminado (killed)",
+         "host_oom"),
+        ("[1]+  Unicestwiony            python train.py", "host_oom"),
+        ("$ python -c 'import tensorflow'\nInstruction non permise (core dumped)",
+         "cpu_instructions_unsupported"),
+        (">>> import tensorflow\n명령어가 잘못됨 (코어 덤프됨)", "cpu_instructions_unsupported"),
     ],
     ids=["exclusive-mode", "xla-oom", "slurm-oom", "tf-self-check", "cudnn-symbol",
          "cudnn-version-tag", "tf0-cudnn", "dll-procedure", "op-on-absent-gpu", "lowercase-sigill",
@@ -376,7 +382,8 @@ def test_a_late_sync_failure_alone_is_only_a_candidate() -> None:
          "cubin-load-oom", "colab-large-allocs", "hsa-aperture", "xla-min-capability",
          "rocm-unsupported-gfx", "culink-stale-driver", "cudnn-stub-error-string",
          "fabric-manager-802", "runtime-name-illegal-address", "runtime-name-newer-driver",
-         "runtime-name-launch-timeout", "cudnn9-incompatible-driver", "cudnn9-arch-mismatch"],
+         "runtime-name-launch-timeout", "cudnn9-incompatible-driver", "cudnn9-arch-mismatch",
+         "killed-spanish", "killed-polish-job", "sigill-french", "sigill-korean"],
 )  # fmt: skip
 def test_more_wordings_of_known_causes(line: str, first: str) -> None:
     assert ranked(line)[:1] == [first]
