@@ -346,6 +346,7 @@ CONSOLE_WIDTHS = (80, 120)
 # a line that starts a record of its own: never a wrapped line's continuation
 _RECORD_START = re.compile(
     rb"^(?:\d{4}-\d\d-\d\d|\[|[IWEF]\d{4}|[IWEF] |\+|\||Traceback|  File |\w*Error:|>>>"
+    rb"|[A-Z]\w*(?:Error|Exception)(?:[`'\"]|\s*$)"  # a traceback's last line, the bare class
     rb"|Epoch \d|\d+/\d+ +(?:\[|\xe2\x94\x81))"  # Keras' epoch header and progress bar (━)
 )
 _FIRST_TOKEN = re.compile(rb"^\s*\S+")
@@ -387,13 +388,18 @@ def unwrap(raw: bytes) -> bytes:
     if len(raw) > UNWRAP_MAX_BYTES or b"\n" not in raw:
         return raw
     lines = raw.split(b"\n")
-    width = max(len(line) for line in lines)
+    # in characters, as a terminal or a mail program wraps: a path's non-ASCII hyphen or a
+    # line of CJK prose is longer in bytes
+    sizes = [
+        len(line) if line.isascii() else len(line.decode("utf-8", "replace")) for line in lines
+    ]
+    width = max(sizes)
     if width not in _WRAP_WIDTHS:
         return raw
     cut = [
         i
         for i in range(len(lines) - 1)
-        if len(lines[i]) == width
+        if sizes[i] == width
         and lines[i + 1].strip()
         and not lines[i].endswith((b"|", b"+", b"-", b"="))
         and not _RECORD_START.match(lines[i + 1])
@@ -402,7 +408,7 @@ def unwrap(raw: bytes) -> bytes:
     ]
     # the same line over and over at the longest length is a repeated message, not a wrap,
     # unless each is followed by a shorter tail
-    tails_short = all(len(lines[i + 1]) < width for i in cut)
+    tails_short = all(sizes[i + 1] < width for i in cut)
     # one cut line is enough at a console's own width (cmd's 80 columns, Terminal's 120)
     if len(cut) < (1 if width in CONSOLE_WIDTHS else 2) or (
         len({_shape(lines[i]) for i in cut}) < 2 and not tails_short and len(cut) > 1

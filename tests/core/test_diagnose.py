@@ -605,6 +605,31 @@ def test_a_single_line_cut_by_the_console_is_joined_even_as_the_pastes_last_line
         ]
 
 
+def test_the_wrap_width_is_counted_in_characters_and_a_bare_error_class_is_its_own_line() -> None:
+    """A Windows path's non-breaking hyphen and a line of CJK prose are longer in bytes than
+    in columns; a traceback's last line, the exception's bare name, is never a wrapped tail."""
+    line = (
+        "c:\\tf_jenkins\\home\\workspace\\release\u2011win\\device\\gpu\\os\\windows\\tensorflow\\"
+        "stream_executor\\cuda\\cuda_dnn.cc:352] Loaded runtime CuDNN library: 6021 "
+        "(compatibility version 6000) but source was compiled with 5105 (compatibility "
+        "version 5100).  If using a binary install, upgrade your CuDNN library to match."
+    )
+    prose = "\n\u4e00\u76f4\u62a5\u8fd9\u4e2a\u9519\uff0c\u6211\u5b89\u88c5\u7684\u662fcudnn6"
+    for log in (line, line + prose):
+        assert [c.id for c in diagnose(_hard_wrap(log, 80).encode()).causes][:1] == [
+            "cuda_cudnn_version_mismatch"
+        ]
+    traceback = (
+        "Traceback (most recent call last):\n"
+        '  File "image_to_array.py", line 62, in <module>\n'
+        "    X_train = convert_images_to_arrays_train('../data/train-resized-256/', labels)\n"
+        '  File "image_to_array.py", line 38, in convert_images_to_arrays_train\n'
+        "    return np.array([np.array(Image.open(file_path + img)) for img in lst_imgs])\n"
+        "MemoryError\n"
+    )
+    assert [c.id for c in diagnose(_hard_wrap(traceback, 80).encode()).causes][:1] == ["host_oom"]
+
+
 def test_output_pasted_as_a_printed_repr_or_json_string_gets_the_same_first_cause() -> None:
     """subprocess output printed as bytes (b'...\\n...'), a JSON log's message: the line
     breaks are written out, the paste is one long line."""
