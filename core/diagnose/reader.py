@@ -504,6 +504,37 @@ def plain_markdown(raw: bytes) -> bytes:
     return _MARKDOWN_ESCAPE.sub(rb"\1", raw)
 
 
+# what a runner writes before every line of a job's output: a bracketed stream, pod or rank
+# ("[stderr] ", "[pod/trainer-0/trainer] ", mpirun's "[1,0]<stderr>:"), srun's "0: ",
+# pytest's "E       ", a container's "algo-1-3x2kf  | "
+_RUNNER_TAG = re.compile(
+    rb"(?:\[[^\]\n]{1,40}\](?:<std(?:out|err)>)?:?[ \t]*|\d{1,4}:[ \t]+|[A-Z] {3,}"
+    rb"|[\w.-]{1,40} +\| )"
+)
+SHARED_PREFIX_LINES = 3
+
+
+def strip_shared_prefix(raw: bytes) -> bytes:
+    """A paste whose every line starts with one runner's tag: the lines without it."""
+    if len(raw) > UNWRAP_MAX_BYTES or b"\n" not in raw:
+        return raw
+    lines = raw.split(b"\n")
+    filled = [line for line in lines if line.strip()]
+    if len(filled) < SHARED_PREFIX_LINES:
+        return raw
+    first, last = min(filled), max(filled)  # their common prefix is every line's
+    if first == last or _ORIGIN.match(first.decode("utf-8", "replace")) is not None:
+        return raw  # one line over and over; a collector's prefix clean_line takes off
+    n = 0
+    while n < len(first) and n < len(last) and first[n] == last[n]:
+        n += 1
+    m = _RUNNER_TAG.match(first[:n])
+    if m is None:
+        return raw
+    tag = m.group()
+    return b"\n".join(line[len(tag) :] if line.startswith(tag) else line for line in lines)
+
+
 # a line number in an editor's, a code viewer's or cat -n's gutter: the number, then a tab, a
 # bar or colon, or one or two spaces (the line's own indentation stays)
 _GUTTER = re.compile(rb"[ \t]*(\d{1,6})(?:\t| ?[|:] ?| {1,2})")
@@ -535,7 +566,11 @@ def strip_gutter(raw: bytes) -> bytes:
 def _chunk(source: str, line_no: int, raw: bytes) -> Chunk:
     if line_no == 1:  # a paste is one chunk; never the tail of a big log
         raw = unwrap(
-            unescape_html(plain_markdown(plain_typography(split_escaped(strip_gutter(raw)))))
+            unescape_html(
+                plain_markdown(
+                    plain_typography(split_escaped(strip_shared_prefix(strip_gutter(raw))))
+                )
+            )
         )
     if b'\\n"' in raw:
         # JSON-escaped output lines (a notebook, a Jupyter JSON log): unescape them, and keep

@@ -658,6 +658,12 @@ def test_output_pasted_as_a_printed_repr_or_json_string_gets_the_same_first_caus
         "2023-04-18 09:58:48,123 - worker - ERROR - ",  # Python logging's asctime format
         "* ",  # a markdown list
         "> (pid=4240) ",  # a quoted Ray worker's line
+        "[stderr] ",  # a notebook service's stream tag
+        "E       ",  # pytest's failure report
+        "[1,0]<stderr>:",  # mpirun --tag-output (Horovod)
+        "algo-1-3x2kf  | ",  # SageMaker local mode
+        "[pod/trainer-0/trainer] ",  # kubectl logs --prefix
+        "0: ",  # srun --label
     ],
     ids=[
         "colab-viewer",
@@ -674,6 +680,12 @@ def test_output_pasted_as_a_printed_repr_or_json_string_gets_the_same_first_caus
         "logging",
         "bullet",
         "quoted-ray",
+        "stream-tag",
+        "pytest",
+        "mpi-rank",
+        "sagemaker",
+        "kubectl-prefix",
+        "srun-label",
     ],
 )
 def test_a_log_collectors_prefix_on_every_line_keeps_the_first_cause(prefix: str) -> None:
