@@ -367,6 +367,12 @@ def test_a_late_sync_failure_alone_is_only_a_candidate() -> None:
         ("$ python -c 'import tensorflow'\nInstruction non permise (core dumped)",
          "cpu_instructions_unsupported"),
         (">>> import tensorflow\n명령어가 잘못됨 (코어 덤프됨)", "cpu_instructions_unsupported"),
+        ("tensorflow.python.framework.errors_impl.ResourceExhaustedError: {{function_node "
+         "__wrapped__Mul_device_/job:localhost/replica:0/task:0/device:CPU:0}} failed to "
+         "allocate memory [Op:Mul]", "host_oom"),
+        ("| N/A   ERR!  ERR!   ERR! / ERR! |      0MiB / 11178MiB |    ERR!      Default |",
+         "illegal_memory_access_or_hw"),
+        ("kernel: low swap: killing pid 1234 (python3.9)", "host_oom"),
     ],
     ids=["exclusive-mode", "xla-oom", "slurm-oom", "tf-self-check", "cudnn-symbol",
          "cudnn-version-tag", "tf0-cudnn", "dll-procedure", "op-on-absent-gpu", "lowercase-sigill",
@@ -383,7 +389,8 @@ def test_a_late_sync_failure_alone_is_only_a_candidate() -> None:
          "rocm-unsupported-gfx", "culink-stale-driver", "cudnn-stub-error-string",
          "fabric-manager-802", "runtime-name-illegal-address", "runtime-name-newer-driver",
          "runtime-name-launch-timeout", "cudnn9-incompatible-driver", "cudnn9-arch-mismatch",
-         "killed-spanish", "killed-polish-job", "sigill-french", "sigill-korean"],
+         "killed-spanish", "killed-polish-job", "sigill-french", "sigill-korean",
+         "eager-op-cpu-alloc", "nvidia-smi-err-row", "macos-low-swap"],
 )  # fmt: skip
 def test_more_wordings_of_known_causes(line: str, first: str) -> None:
     assert ranked(line)[:1] == [first]
