@@ -22,6 +22,9 @@ from tfdoctor.core.knowledge.loader import KnowledgeError
 from tfdoctor.core.knowledge.versions import parse_cc
 
 Line = tuple[str, int, str]
+# what a fact rule is handed: add(cause, weight, lines) and note(cause, sentence)
+Add = Callable[[str, float, list[Line]], None]
+Note = Callable[[str, str], None]
 
 # the version in a CUDA library's file name: libcudart.so.11.0, libcublas.so.9.0,
 # cudart64_110.dll, cublas64_80.dll, cudart64_12.dll, libcudart.8.0.dylib
@@ -190,8 +193,8 @@ PREBUILT_MIN_CC = (3, 5)
 
 def _cc_without_version(
     stated: Stated,
-    add: Callable[[str, float, list[Line]], None],
-    note: Callable[[str, str], None],
+    add: Add,
+    note: Note,
 ) -> None:
     """A GPU too old for any TensorFlow, when the log does not say which TensorFlow."""
     key = parse_cc(stated.cc_newest) if stated.cc_newest else None
@@ -227,8 +230,8 @@ def _another_release(have: str, need: str, cuda: bool) -> bool:
 
 def fact_rules(
     stated: Stated,
-    add: Callable[[str, float, list[Line]], None],
-    note: Callable[[str, str], None],
+    add: Add,
+    note: Note,
     *,
     gpu_symptom: bool,
     library_failed: bool = False,
@@ -321,8 +324,8 @@ FIRST_TF2 = "2.0"
 def _driver_below_every_tf2(
     stated: Stated,
     compat: Compat,
-    add: Callable[[str, float, list[Line]], None],
-    note: Callable[[str, str], None],
+    add: Add,
+    note: Note,
 ) -> None:
     """With no TensorFlow version in the log, a driver too old for even the first TensorFlow 2
     GPU build (CUDA 10.0) is too old for whatever TensorFlow a thread of the last six years is
@@ -355,8 +358,8 @@ def _cc_from_model(stated: Stated, compat: Compat) -> Stated:
 def _cuda_older_than_gpu(
     stated: Stated,
     compat: Compat,
-    add: Callable[[str, float, list[Line]], None],
-    note: Callable[[str, str], None],
+    add: Add,
+    note: Note,
     *,
     library_failed: bool = False,
 ) -> None:
@@ -414,8 +417,8 @@ def _cuda_older_than_gpu(
 def _driver_for_wanted(
     stated: Stated,
     compat: Compat,
-    add: Callable[[str, float, list[Line]], None],
-    note: Callable[[str, str], None],
+    add: Add,
+    note: Note,
 ) -> None:
     """A CUDA runtime TensorFlow looks for, or loaded, against the driver the log shows: a
     driver older than that CUDA needs stops the GPU even once the library is installed."""
@@ -445,9 +448,7 @@ def _driver_for_wanted(
         return
 
 
-def _installed_rules(
-    stated: Stated, add: Callable[[str, float, list[Line]], None], note: Callable[[str, str], None]
-) -> None:
+def _installed_rules(stated: Stated, add: Add, note: Note) -> None:
     """A library TensorFlow failed to load, against the CUDA / cuDNN the log says is installed:
     another version installed is a mismatch; the same version means it is not on the path."""
     for line, lib in stated.wanted:

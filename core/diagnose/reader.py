@@ -563,15 +563,23 @@ def strip_gutter(raw: bytes) -> bytes:
     return b"\n".join(lines)
 
 
+# what a paste went through on its way, undone in this order (each returns it unchanged when
+# it has nothing to do); a paste is one chunk, never the tail of a big log
+_PASTE_REPAIRS = (
+    strip_gutter,
+    strip_shared_prefix,
+    split_escaped,
+    plain_typography,
+    plain_markdown,
+    unescape_html,
+    unwrap,
+)
+
+
 def _chunk(source: str, line_no: int, raw: bytes) -> Chunk:
-    if line_no == 1:  # a paste is one chunk; never the tail of a big log
-        raw = unwrap(
-            unescape_html(
-                plain_markdown(
-                    plain_typography(split_escaped(strip_shared_prefix(strip_gutter(raw))))
-                )
-            )
-        )
+    if line_no == 1:
+        for repair in _PASTE_REPAIRS:
+            raw = repair(raw)
     if b'\\n"' in raw:
         # JSON-escaped output lines (a notebook, a Jupyter JSON log): unescape them, and keep
         # raw and text the same characters
