@@ -716,7 +716,41 @@ def _series_rules(
         for run in [readings, *runs] if len(runs) > 1 else [readings]:
             if _leak_in(run, what, add, notes):
                 return
+    for readings, what in [*named, *worded]:
+        if _held_high(readings, what, add, notes):
+            return
     _bare_figures_rule(series.get("bare_figure") or [], add, notes)
+
+
+HELD_READINGS = 4
+HELD_FLOOR = 2.0  # every reading after the first at least this many times the first
+HELD_PEAK = 4.0  # and the highest this many times
+
+
+def _held_high(
+    readings: list[tuple[tuple[str, int, str], float]],
+    what: str,
+    add: Any,
+    notes: dict[str, list[str]],
+) -> bool:
+    """Memory that jumped far above its first reading and stayed there, up and down but never
+    back: what a user prints when each call keeps several times the memory it should
+    (Keras 3's predict keeping its traced graphs, a cache filled per input shape). Not a
+    steady climb, so only a candidate."""
+    values = [v for _, v in readings]
+    if len(values) < HELD_READINGS or values[0] <= 0:
+        return False
+    floor, peak = min(values[1:]) / values[0], max(values) / values[0]
+    if floor < HELD_FLOOR or peak < HELD_PEAK:
+        return False
+    add("memory_leak", 1.2, [readings[0][0], max(readings, key=lambda r: r[1])[0]])
+    notes.setdefault("memory_leak", []).append(
+        f"{what} rose to {peak:.0f} times its first reading and stayed at least "
+        f"{floor:.0f} times it over {len(values) - 1} more readings. "
+        "Memory that never comes back after the first calls is kept by each call; if the "
+        "work per call is the same, that is a leak."
+    )
+    return True
 
 
 BARE_READINGS = 5

@@ -2154,6 +2154,23 @@ def test_a_rising_column_of_bare_figures_is_a_leak_candidate() -> None:
     assert ranked(rss.replace("\n", " \n", 2)[: rss.index("25370520")]) == []  # two
 
 
+def test_memory_that_jumped_and_stayed_several_times_higher_is_a_leak_candidate() -> None:
+    """RSS printed before each predict() call: 0.8 GiB, then about 6-8 GiB however many calls
+    follow, up and down. Not a steady climb, so the rule for growth misses it; memory that
+    never comes back to anywhere near its first reading is a candidate. A warm-up that only
+    doubles once, or a pool that fills and drops back, is not."""
+    held = (790.7, 5969.9, 7112.6, 7787.6, 7827.7, 6785.3, 5971.7, 6615.1, 7151.5, 6679.3)
+    log = "".join(f"Memory usage after {i} run(s) (in MiB): {v}\n" for i, v in enumerate(held))
+    found = diagnose(log.encode()).causes
+    assert [c.id for c in found if not c.look_alike] == ["memory_leak"]
+    assert found[0].confidence < 0.8  # a candidate
+    assert "rose to 10 times its first reading" in found[0].explanation
+    warm = (790.7, 1500.2, 1620.0, 1490.3, 1610.8, 1550.1)
+    assert ranked("".join(f"RSS: {v} MB\n" for v in warm)) == []  # filled once, then flat
+    back = (790.7, 5969.9, 7112.6, 900.2, 7000.0, 6800.0)
+    assert ranked("".join(f"RSS: {v} MB\n" for v in back)) == []  # came back down: freed
+
+
 _RESNET_OOM = (
     "ResourceExhaustedError                    Traceback (most recent call last)\n"
     "<ipython-input-35-1a3bbd5216b5> in <module>\n"
