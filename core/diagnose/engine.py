@@ -1807,7 +1807,10 @@ def _rocm_fault_rule(hits: Mapping[str, _Hit], add: Any, note: Any) -> None:
     the unsupported GPU's, not a program's bad address or the hardware's."""
     fault = hits.get("gpu_memory_access_fault")
     stated = hits.get("amd_isa_stated")
-    if fault is None or stated is None:
+    if stated is None:
+        return
+    if fault is None:
+        _rocm_isa_candidate(stated, add, note)
         return
     for where, groups in zip(stated.lines, stated.groups, strict=False):
         isa = groups.get("isa")
@@ -1818,6 +1821,23 @@ def _rocm_fault_rule(hits: Mapping[str, _Hit], add: Any, note: Any) -> None:
             note(
                 "unsupported_gpu_arch",
                 f"The AMD GPU faulted, and {why} TensorFlow's ROCm build has code for.",
+            )
+            return
+
+
+def _rocm_isa_candidate(stated: _Hit, add: Any, note: Any) -> None:
+    """An AMD GPU listed with an ISA TF-ROCm builds have no code for (the RX 4xx/5xx's gfx803,
+    the RX 5700's gfx1010, the RX 6700's gfx1031): from ROCm 4.0 on, the likeliest reason a
+    TF-ROCm run on it fails or hangs, whatever it printed. Only a candidate: older TF-ROCm
+    releases still built for gfx803."""
+    for where, groups in zip(stated.lines, stated.groups, strict=False):
+        isa = (groups.get("isa") or "").lower()
+        if isa and isa not in TF_ROCM_ISAS:
+            add("unsupported_gpu_arch", 1.2, [where])
+            note(
+                "unsupported_gpu_arch",
+                f"The AMD GPU's ISA is {isa}, not one TensorFlow's ROCm builds have code for "
+                f"({', '.join(sorted(TF_ROCM_ISAS))}); ROCm 4.0 and later do not support it.",
             )
             return
 

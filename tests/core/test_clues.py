@@ -1834,6 +1834,28 @@ def test_a_rocm_fault_on_a_gpu_the_build_has_no_code_for_is_the_gpu(isa: str, fi
     assert ranked(forced)[:1] == ["unsupported_gpu_arch"]
 
 
+def test_an_amd_gpu_the_rocm_build_has_no_code_for_is_a_candidate_even_without_a_fault() -> None:
+    """TF-ROCm 2.4's device listing says "ROCm AMD GPU ISA: gfx803" (with a space): an RX 560
+    that ROCm 4 dropped. With nothing else in the paste, the GPU is the candidate; an ISA the
+    build has code for gives none, and a real failure beside it still comes first."""
+    listing = (
+        "I tensorflow/core/common_runtime/gpu/gpu_device.cc:1738] Found device 0 with properties: "
+        "\npciBusID: 0000:01:00.0 name: Baffin [Radeon RX 460/560D / Pro 450/455/460/555/560]"
+        "     ROCm AMD GPU ISA: {isa}\n"
+        "I tensorflow/stream_executor/platform/default/dso_loader.cc:49] Successfully opened "
+        "dynamic library libMIOpen.so\n"
+    )
+    found = diagnose(listing.format(isa="gfx803").encode()).causes
+    assert [c.id for c in found if not c.look_alike][:1] == ["unsupported_gpu_arch"]
+    assert found[0].confidence < 0.8  # a candidate
+    assert "ISA is gfx803" in found[0].explanation
+    assert ranked(listing.format(isa="gfx906")) == []
+    oom = "tensorflow.python.framework.errors_impl.ResourceExhaustedError: OOM when allocating "
+    oom += "tensor with shape[256,512,28,28] and type float on /job:localhost/replica:0/task:0/"
+    oom += "device:GPU:0 by allocator GPU_0_bfc\n"
+    assert ranked(listing.format(isa="gfx803") + oom)[:1] == ["gpu_oom"]
+
+
 CUDART_NOTICE = (
     "2021-03-01 10:00:00.000000: W tensorflow/stream_executor/platform/default/dso_loader.cc:60"
     "] Could not load dynamic library 'libcudart.so.11.0'; dlerror: libcudart.so.11.0: cannot "
