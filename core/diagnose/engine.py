@@ -344,6 +344,7 @@ class Diagnoser:
         _defragmented_then_failed_rule(ooms, self.hits, add, _noter(notes))
         _holder_rule(self.hits, scores, add, _noter(notes), facts)
         _stock_model_rule(self.hits, scores, add, _noter(notes))
+        _late_oom_rule(self.series, scores, add, _noter(notes))
         _shared_by_workers_rule(self.workers, add, _noter(notes))
         _device_refusal_rule(self.hits, add, _noter(notes))
         slowing = "memory_leak" not in scores and _slowing_rule(self.series, add, notes)
@@ -1917,6 +1918,33 @@ def _stock_model_rule(
         "A stock model's weights fit any card TensorFlow still supports, so the memory was "
         "taken before it came: by another process, or by an earlier model in the same "
         "notebook.",
+    )
+
+
+LATE_EPOCH = 4  # the epoch it failed in: three or more ran whole at the same batch size
+
+
+def _late_oom_rule(
+    series: Mapping[str, list[tuple[tuple[str, int, str], float]]],
+    scores: Mapping[str, float],
+    add: Any,
+    note: Any,
+) -> None:
+    """Out of memory, GPU or host, only after several whole epochs of the same work: memory
+    that sufficed for three epochs and then did not has grown, and growth epoch after epoch is
+    a leak (or, on the GPU, a pool that fragmented). A candidate beside the out-of-memory,
+    which stays first: a longer input or a validation pass can also come late."""
+    oom = max(scores.get("gpu_oom", 0.0), scores.get("host_oom", 0.0))
+    late = [r for r in series.get("epoch_header") or [] if r[1] >= LATE_EPOCH]
+    if not late or oom <= 0 or scores.get("memory_leak", 0.0) > 0:
+        return
+    where, last = max(late, key=lambda r: r[1])
+    add("memory_leak", min(1.6, 0.5 * oom), [where])
+    note(
+        "memory_leak",
+        f"Memory ran out only after {last - 1:.0f} whole epochs of the same work had "
+        "fit: what the run holds grew from epoch to epoch. Print the process's memory (or "
+        "tf.config.experimental.get_memory_info('GPU:0')) after each epoch to see it grow.",
     )
 
 

@@ -2193,6 +2193,30 @@ def test_memory_that_jumped_and_stayed_several_times_higher_is_a_leak_candidate(
     assert ranked("".join(f"RSS: {v} MB\n" for v in back)) == []  # came back down: freed
 
 
+def _keras_epochs(n: int) -> str:
+    done = "".join(
+        f"Epoch {i}/50\n1000/1000 [==============================] - 95s 95ms/step - loss: 0.6\n"
+        for i in range(1, n)
+    )
+    return done + f"Epoch {n}/50\n 512/1000 [==============>...............] - ETA: 45s\n"
+
+
+def test_memory_that_runs_out_only_after_several_whole_epochs_suggests_it_grew() -> None:
+    """Three epochs of the same work fit, the fourth did not: the out-of-memory stays first,
+    a leak comes second with why. Out of memory in the first epochs says nothing of growth."""
+    oom = (
+        "tensorflow.python.framework.errors_impl.ResourceExhaustedError:  OOM when allocating "
+        "tensor with shape[64,256,56,56] and type float on /job:localhost/replica:0/task:0/"
+        "device:GPU:0 by allocator GPU_0_bfc\n"
+    )
+    late = diagnose((_keras_epochs(24) + oom).encode()).causes
+    assert [c.id for c in late if not c.look_alike][:2] == ["gpu_oom", "memory_leak"]
+    assert "after 23 whole epochs" in late[1].explanation
+    assert ranked(_keras_epochs(24) + "Killed\n")[:2] == ["host_oom", "memory_leak"]
+    assert ranked(_keras_epochs(2) + oom) == ["gpu_oom"]
+    assert ranked(_keras_epochs(24)) == []  # no failure: nothing to explain
+
+
 _RESNET_OOM = (
     "ResourceExhaustedError                    Traceback (most recent call last)\n"
     "<ipython-input-35-1a3bbd5216b5> in <module>\n"
