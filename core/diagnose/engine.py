@@ -345,6 +345,7 @@ class Diagnoser:
         _holder_rule(self.hits, scores, add, _noter(notes), facts)
         _stock_model_rule(self.hits, scores, add, _noter(notes))
         _late_oom_rule(self.series, scores, add, _noter(notes))
+        _handle_memory_rule(self.hits, scores, add, _noter(notes))
         _shared_by_workers_rule(self.workers, add, _noter(notes))
         _device_refusal_rule(self.hits, add, _noter(notes))
         slowing = "memory_leak" not in scores and _slowing_rule(self.series, add, notes)
@@ -1919,6 +1920,47 @@ def _stock_model_rule(
         "taken before it came: by another process, or by an earlier model in the same "
         "notebook.",
     )
+
+
+HANDLE_FREE_ENOUGH = 0.5  # a refused cuDNN handle with this much of the card free: not memory
+HANDLE_FREE_NONE = 0.05  # this little free: the memory was taken (another process, TF's pool)
+
+
+def _handle_memory_rule(
+    hits: Mapping[str, _Hit], scores: Mapping[str, float], add: Any, note: Any
+) -> None:
+    """TF 2.12+ logs the GPU's free memory right after a refused cuDNN handle. With most of
+    the card free, the refusal was not for memory: the cuDNN library does not fit the build or
+    the driver. With almost nothing free, memory was taken before cuDNN asked."""
+    told = hits.get("cudnn_handle_memory")
+    if told is None or "cudnn_handle_failed" not in hits:
+        return
+    where, groups = told.lines[0], told.groups[0]
+    free, total = int(groups["free"]), int(groups["total"])
+    if total <= 0:
+        return
+    share = free / total
+    sizes = f"{format_size(free)} of {format_size(total)}"
+    if share >= HANDLE_FREE_ENOUGH:
+        # memory falls behind; the library comes just ahead of it (a driver the log blames
+        # keeps its place)
+        held = scores.get("gpu_memory_contention", 0.0) - 2.0
+        behind = held - scores.get("cuda_cudnn_version_mismatch", 0.0)
+        add("gpu_memory_contention", -2.0)
+        add("gpu_oom", -0.8)
+        add("cuda_cudnn_version_mismatch", max(behind, 0.0) + 0.5, [where])
+        note(
+            "cuda_cudnn_version_mismatch",
+            f"cuDNN refused its handle with {sizes} of the GPU free, so not for memory: the "
+            "cuDNN library loaded does not fit this TensorFlow build or the driver.",
+        )
+    elif share <= HANDLE_FREE_NONE:
+        add("gpu_memory_contention", 1.0, [where])
+        note(
+            "gpu_memory_contention",
+            f"Only {sizes} of the GPU was free when cuDNN asked for its handle: the memory "
+            "was taken before (another process, or TensorFlow's own pool grabbing the card).",
+        )
 
 
 LATE_EPOCH = 4  # the epoch it failed in: three or more ran whole at the same batch size

@@ -2217,6 +2217,29 @@ def test_memory_that_runs_out_only_after_several_whole_epochs_suggests_it_grew()
     assert ranked(_keras_epochs(24)) == []  # no failure: nothing to explain
 
 
+_HANDLE = (
+    "E0000 00:00:1733000000.123456   12345 cuda_dnn.cc:535] Could not create cudnn handle: "
+    "CUDNN_STATUS_INTERNAL_ERROR\n"
+    "E0000 00:00:1733000000.123456   12345 cuda_dnn.cc:539] Memory usage: {free} bytes free, "
+    "8589410304 bytes total.\n"
+)
+
+
+def test_a_refused_cudnn_handle_with_the_card_mostly_free_is_not_memory() -> None:
+    """TF 2.12+ logs the free memory right after a refused cuDNN handle. 7 of 8 GiB free: the
+    library, not memory, comes first; 1.7 MB free: memory taken before (TF's own grab-all pool
+    or another process), as without the line."""
+    free = diagnose(_HANDLE.format(free=7544700928).encode()).causes
+    ids = [c.id for c in free if not c.look_alike]
+    assert ids[:2] == ["cuda_cudnn_version_mismatch", "gpu_memory_contention"]
+    assert "with 7.0 GiB of 8.0 GiB of the GPU free" in free[0].explanation
+    full = diagnose(_HANDLE.format(free=1769472).encode()).causes
+    assert full[0].id == "gpu_memory_contention"
+    assert "Only 1.7 MiB of 8.0 GiB" in full[0].explanation
+    bare = _HANDLE.splitlines()[0] + "\n"
+    assert ranked(bare)[:1] == ["gpu_memory_contention"]
+
+
 _RESNET_OOM = (
     "ResourceExhaustedError                    Traceback (most recent call last)\n"
     "<ipython-input-35-1a3bbd5216b5> in <module>\n"
