@@ -43,6 +43,9 @@ from tfdoctor.core.model import Cause, Diagnosis, Evidence, Facts, Measure
 # clues only for a line that nothing else explains: which TF source file printed it, which
 # class of TF error it raised
 FALLBACK_ROLES = frozenset({"source_file", "error_class"})
+# a line TF prints as part of a message the engine reads (the free memory after a refused
+# cuDNN handle): read, so not a new error of its source file
+COMPANION_ROLES = frozenset({"companion"})
 MIN_SCORE = 1.0  # below this a cause is only a candidate (when nothing stronger is there)
 CANDIDATES = 3
 CANDIDATE_CONFIDENCE = 0.3
@@ -237,7 +240,11 @@ class Diagnoser:
         if (
             len(matched) > 1
             and any(sig.role in FALLBACK_ROLES for sig, _ in matched)
-            and any(sig.causes or sig.noise for sig, _ in matched if sig.role not in FALLBACK_ROLES)
+            and any(
+                sig.causes or sig.noise or sig.role in COMPANION_ROLES
+                for sig, _ in matched
+                if sig.role not in FALLBACK_ROLES
+            )
         ):
             matched = tuple(sg for sg in matched if sg[0].role not in FALLBACK_ROLES)
         noise = False

@@ -2233,6 +2233,8 @@ def test_a_refused_cudnn_handle_with_the_card_mostly_free_is_not_memory() -> Non
     ids = [c.id for c in free if not c.look_alike]
     assert ids[:2] == ["cuda_cudnn_version_mismatch", "gpu_memory_contention"]
     assert "with 7.0 GiB of 8.0 GiB of the GPU free" in free[0].explanation
+    held = next(c for c in free if c.id == "gpu_memory_contention")
+    assert [e.line for e in held.evidence] == [1]  # the free memory is no proof of it
     full = diagnose(_HANDLE.format(free=1769472).encode()).causes
     assert full[0].id == "gpu_memory_contention"
     assert "Only 1.7 MiB of 8.0 GiB" in full[0].explanation
