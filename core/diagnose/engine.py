@@ -1810,45 +1810,47 @@ TF_ROCM_ISAS = frozenset(
 )
 
 
+def _foreign_isa(stated: _Hit, forced: bool) -> tuple[tuple[str, int, str], str | None] | None:
+    """The first line that shows an AMD GPU TF-ROCm has no code for, and its ISA: one outside
+    TF_ROCM_ISAS, or (when forced counts) one run as another with HSA_OVERRIDE_GFX_VERSION,
+    whose ISA the line does not say (None)."""
+    for where, groups in zip(stated.lines, stated.groups, strict=False):
+        isa = groups.get("isa")
+        if (isa is None and forced) or (isa is not None and isa.lower() not in TF_ROCM_ISAS):
+            return where, isa
+    return None
+
+
 def _rocm_fault_rule(hits: Mapping[str, _Hit], add: Any, note: Any) -> None:
     """A GPU memory access fault on an AMD GPU the ROCm build has no code for (its ISA is not
     one TF-ROCm supports, or it is run as another with HSA_OVERRIDE_GFX_VERSION): the fault is
-    the unsupported GPU's, not a program's bad address or the hardware's."""
+    the unsupported GPU's, not a program's bad address or the hardware's.
+
+    Without a fault, such a GPU listed (the RX 4xx/5xx's gfx803, the RX 5700's gfx1010, the
+    RX 6700's gfx1031) is still, from ROCm 4.0 on, the likeliest reason a TF-ROCm run on it
+    fails or hangs, whatever it printed. Only a candidate: older TF-ROCm releases still built
+    for gfx803."""
     fault = hits.get("gpu_memory_access_fault")
     stated = hits.get("amd_isa_stated")
-    if stated is None:
+    found = None if stated is None else _foreign_isa(stated, forced=fault is not None)
+    if found is None:
         return
-    if fault is None:
-        _rocm_isa_candidate(stated, add, note)
+    where, isa = found
+    if fault is not None:
+        add("unsupported_gpu_arch", 4.5, [where, *fault.lines[:1]])
+        add("illegal_memory_access_or_hw", -2.0)
+        why = f"its ISA {isa} is not one" if isa else "it is run as another GPU, not as one"
+        note(
+            "unsupported_gpu_arch",
+            f"The AMD GPU faulted, and {why} TensorFlow's ROCm build has code for.",
+        )
         return
-    for where, groups in zip(stated.lines, stated.groups, strict=False):
-        isa = groups.get("isa")
-        if isa is None or isa.lower() not in TF_ROCM_ISAS:
-            add("unsupported_gpu_arch", 4.5, [where, *fault.lines[:1]])
-            add("illegal_memory_access_or_hw", -2.0)
-            why = f"its ISA {isa} is not one" if isa else "it is run as another GPU, not as one"
-            note(
-                "unsupported_gpu_arch",
-                f"The AMD GPU faulted, and {why} TensorFlow's ROCm build has code for.",
-            )
-            return
-
-
-def _rocm_isa_candidate(stated: _Hit, add: Any, note: Any) -> None:
-    """An AMD GPU listed with an ISA TF-ROCm builds have no code for (the RX 4xx/5xx's gfx803,
-    the RX 5700's gfx1010, the RX 6700's gfx1031): from ROCm 4.0 on, the likeliest reason a
-    TF-ROCm run on it fails or hangs, whatever it printed. Only a candidate: older TF-ROCm
-    releases still built for gfx803."""
-    for where, groups in zip(stated.lines, stated.groups, strict=False):
-        isa = (groups.get("isa") or "").lower()
-        if isa and isa not in TF_ROCM_ISAS:
-            add("unsupported_gpu_arch", 1.2, [where])
-            note(
-                "unsupported_gpu_arch",
-                f"The AMD GPU's ISA is {isa}, not one TensorFlow's ROCm builds have code for "
-                f"({', '.join(sorted(TF_ROCM_ISAS))}); ROCm 4.0 and later do not support it.",
-            )
-            return
+    add("unsupported_gpu_arch", 1.2, [where])
+    note(
+        "unsupported_gpu_arch",
+        f"The AMD GPU's ISA is {(isa or '').lower()}, not one TensorFlow's ROCm builds have "
+        f"code for ({', '.join(sorted(TF_ROCM_ISAS))}); ROCm 4.0 and later do not support it.",
+    )
 
 
 def _torch_oom_rule(hits: Mapping[str, _Hit], add: Any, note: Any) -> None:
