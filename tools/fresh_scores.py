@@ -25,6 +25,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from tests.corpus import ROOT, cases  # noqa: E402
+from tests.perf.bench_corpus import top1_right, top3_right  # noqa: E402
 
 # run by the old engine's interpreter: diagnose each log, answer the cause ids in order
 RUNNER = """
@@ -106,12 +107,9 @@ def main(argv: list[str] | None = None) -> int:
     table: dict[str, list[int]] = {}
     for key, got in done.items():
         case = held[key]
-        want = case.want
-        first = got[:1] == [want] or (want == "none" and not got)
-        three = want in got[:3] or (want == "none" and not got)
         row = table.setdefault(case.part, [0, 0, 0, 0])
-        row[0] += first
-        row[1] += three
+        row[0] += top1_right(case.want, got)
+        row[1] += top3_right(case.want, got)
         row[2] += 1
         row[3] += any(g.startswith("crash: ") for g in got)
     for part, (first, three, n, crashed) in sorted(table.items()):
