@@ -103,7 +103,11 @@ def read_stated(
     wsl = hits("wsl_platform")
     ccs: list[tuple[Line, str]] = []
     for ln, g in hits("cc_stated"):
-        cc = g.get("cc") or (f"{g['major']}.{g['minor']}" if g.get("major") else None)
+        cc = (
+            g.get("cc")
+            or g.get("cc2")  # deviceQuery's
+            or (f"{g['major']}.{g['minor']}" if g.get("major") else None)
+        )
         if cc and parse_cc(cc) is not None:
             ccs.append((ln, cc))
     drivers = [
@@ -187,6 +191,7 @@ def _older(a: str, b: str) -> bool | None:
 
 # No TensorFlow GPU build ever ran below 3.0; the prebuilt packages have needed 3.5 or more
 # since TF 1.x (TF's install guide), so with the version unknown 3.0 is very likely too old.
+LISTED_MISMATCH = 1.2  # versions a user listed, with no failure in the log to go with them
 EVERY_BUILD_MIN_CC = (3, 0)
 PREBUILT_MIN_CC = (3, 5)
 
@@ -275,19 +280,33 @@ def fact_rules(
     # before tensorflow[and-cuda] (2.14) TF used the system's CUDA: another one explains a GPU
     # TF does not use; from then on pip brings its own and a system CUDA may be idle
     system_cuda = build is None or build.and_cuda_install is None
-    if tested is not None and (stated.wanted or no_gpu):
+    # With no sign of trouble in the log (no library looked for, no GPU missing), the versions
+    # a user listed still explain a GPU that TensorFlow does not use, while it used the
+    # system's CUDA: one weaker cause for all the mismatches listed.
+    symptom = bool(stated.wanted) or no_gpu
+    if tested is not None and (symptom or system_cuda):
+        listed = False
         for have, line, need, what in (
             (stated.cuda, stated.cuda_line, tested[0], "CUDA"),
             (str(stated.cudnn) if stated.cudnn else None, stated.cudnn_line, tested[1], "cuDNN"),
         ):
             if have and line and need and _another_release(have, need, what == "CUDA"):
                 weight = 3.5 if no_gpu and system_cuda else 2.5
+                if not symptom:
+                    weight, listed = (0.0 if listed else LISTED_MISMATCH), True
                 add("cuda_cudnn_version_mismatch", weight, [*tf_line, line])
                 note(
                     "cuda_cudnn_version_mismatch",
                     f"TensorFlow {tf} is built and tested with {what} {need}; the log shows "
                     f"{what} {have} installed.",
                 )
+        if listed:
+            note(
+                "cuda_cudnn_version_mismatch",
+                "The log lists these versions but shows no failure that goes with them: if "
+                "TensorFlow finds and uses the GPU (tf.config.list_physical_devices('GPU')), "
+                "the CUDA it uses is another one and this is not the cause.",
+            )
 
     # A GPU below the build's minimum compute capability is ignored.
     if stated.cc is not None:

@@ -232,6 +232,50 @@ def test_a_system_cuda_beside_tensorflow_and_cuda_is_no_strong_verdict() -> None
     assert old[0] == "cuda_cudnn_version_mismatch" and new[0] == "no_gpu_visible"
 
 
+def test_versions_listed_with_no_failure_are_a_weaker_mismatch() -> None:
+    """A user's environment listing (pip show and nvcc) and nothing else: the CUDA installed is
+    not the one the build needs, so TensorFlow cannot use the GPU; said, but less surely than
+    when a library was looked for and not found."""
+    listed = "$ pip show tensorflow\nName: tensorflow\nVersion: 2.4.0\n" + NVCC.format(v="10.1")
+    got = first(listed)
+    assert got is not None and got[0] == "cuda_cudnn_version_mismatch"
+    assert "built and tested with CUDA 11.0" in got[2] and "CUDA 10.1 installed" in got[2]
+    failing = first(listed + IMPORT_FAILS.format(lib="libcudart.so.11.0"))
+    assert failing is not None and failing[0] == got[0] and failing[1] > got[1]
+    # CUDA and cuDNN both listed wrong are one finding, not two
+    conda = (
+        "cudatoolkit               10.1.243             h6bb024c_0\n"
+        "cudnn                     7.6.5                cuda10.1_0\n"
+        "tensorflow-gpu            2.5.0                    pypi_0    pypi\n"
+    )
+    both = first(conda)
+    assert both is not None and both[0] == got[0] and both[1] == got[1]
+    assert "cuDNN 7 installed" in both[2]
+
+
+@pytest.mark.parametrize(
+    "listed",
+    [
+        "tensorflow==2.4.0\n" + NVCC.format(v="11.0"),  # the tested CUDA
+        "tensorflow==2.15.0\n" + NVCC.format(v="11.8"),  # pip brings its own CUDA from 2.14
+        NVCC.format(v="10.1"),  # no TensorFlow version to set it against
+    ],
+)
+def test_versions_listed_that_fit_or_cannot_be_judged_blame_nothing(listed: str) -> None:
+    assert first(listed) is None
+
+
+def test_devicequery_states_the_compute_capability() -> None:
+    """CUDA's deviceQuery sample, beside the TensorFlow the user runs."""
+    got = first(
+        'Device 0: "GeForce GTX 680"\n'
+        "  CUDA Capability Major/Minor version number:    3.0\n"
+        "tensorflow 2.5.0\n"
+    )
+    assert got is not None and got[0] == "unsupported_gpu_arch"
+    assert "compute capability 3.0" in got[2]
+
+
 @pytest.mark.parametrize(
     "told",
     [
