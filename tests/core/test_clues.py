@@ -2286,3 +2286,21 @@ def test_memory_readings_printed_as_one_list_are_a_series() -> None:
     ]
     assert ranked("memory usage: [1021.7, 980.5, 934.8, 890.2]\n") == []  # falling: no leak
     assert ranked("input shape: [1, 224, 224, 3]\n") == []
+
+
+@pytest.mark.parametrize(
+    ("line", "first"),
+    [
+        # TF_GPU_ALLOCATOR=cuda_malloc_async: an op's tensors did not fit (nothing reserved up
+        # front, so not PyTorch's bare "CUDA error: out of memory" of a card already full)
+        ("E tensorflow/tsl/framework/gpu/gpu_cudamallocasync_allocator.cc:288] gpu_async_0 "
+         "cuMemAllocAsync failed to allocate 1073741824 bytes: CUDA error: out of memory "
+         "(CUDA_ERROR_OUT_OF_MEMORY)", "gpu_oom"),
+        # NCCL's buffers found no room beside TensorFlow's pool (its grab-all default)
+        ("tf-run:2950:3374 [0] external/nccl_archive/_virtual_includes/include_hdrs/alloc.h:40 "
+         "NCCL WARN Cuda failure 'out of memory'", "gpu_memory_contention"),
+    ],
+    ids=["cuda-malloc-async", "nccl-buffers"],
+)  # fmt: skip
+def test_out_of_memory_told_by_the_allocator_that_failed(line: str, first: str) -> None:
+    assert ranked(line)[:1] == [first]
