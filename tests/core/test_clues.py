@@ -2304,3 +2304,48 @@ def test_memory_readings_printed_as_one_list_are_a_series() -> None:
 )  # fmt: skip
 def test_out_of_memory_told_by_the_allocator_that_failed(line: str, first: str) -> None:
     assert ranked(line)[:1] == [first]
+
+
+@pytest.mark.parametrize(
+    ("line", "first"),
+    [
+        ("I0717 16:45:02.103141 140580645295040 xla_bridge.py:603] Unable to initialize backend "
+         "'cuda': FAILED_PRECONDITION: No visible GPU devices.", "no_gpu_visible"),
+        ("WARNING:jax._src.xla_bridge:CUDA backend failed to initialize: Unable to load CUDA. (Set "
+         "TF_CPP_MIN_LOG_LEVEL=0 and rerun for more info.)", "missing_cuda_libs"),
+        ("BufferAssignment OOM Debugging.", "gpu_oom"),
+        ("OutOfMemoryError: Exception encountered when calling Softmax.call().", "gpu_oom"),
+        ("[  687.293924]  [<ffffffff811928c2>] oom_kill_process+0x202/0x3c0", "host_oom"),
+        ("./train.sh:  60: 11880 killed              PYTHONPATH=`pwd`/models/research python3 "
+         "./models/research/object_detection/model_main.py", "host_oom"),
+        ("> R session Aborted, R encountered a fatal error. The session was terminated",
+         "host_oom"),
+        ("ray.exceptions.RayActorError: The actor died unexpectedly before finishing this task.",
+         "host_oom"),
+        ("F tensorflow/compiler/tf2tensorrt/stub/nvinfer_stub.cc:49] getInferLibVersion symbol "
+         "not found.", "missing_cuda_libs"),
+        (" Could not find a version that satisfies the requirement nvidia-nccl-cu12==2.19.3; extra "
+         "== \"and-cuda\" (from tensorflow[and-cuda]) (from versions: 0.0.1.dev5)",
+         "no_gpu_visible"),
+        ("W tensorflow/compiler/mlir/tools/kernel_gen/tf_gpu_runtime_wrappers.cc:40] "
+         "'cuModuleGetFunction(&function, module, kernel_name)' failed with "
+         "'CUDA_ERROR_INVALID_HANDLE'", "unsupported_gpu_arch"),
+        ("jaxlib.xla_extension.XlaRuntimeError: UNKNOWN: Failed to determine best cudnn "
+         "convolution algorithm for:", "gpu_memory_contention"),
+    ],
+    ids=["jax-no-gpu", "jax-no-cuda", "xla-buffers", "keras3-oom", "oom-killer-stack",
+         "script-job-killed", "rstudio-crash", "ray-actor", "tensorrt-stub", "and-cuda-wheels",
+         "kernel-gen", "xla-conv-autotune"],
+)  # fmt: skip
+def test_what_jax_xla_keras_3_and_the_tools_around_them_say(line: str, first: str) -> None:
+    """Forms collected from public threads (session 47's harvest of 2,100 lines)."""
+    assert ranked(line)[:1] == [first]
+
+
+def test_a_crashed_worker_or_session_alone_is_only_a_candidate() -> None:
+    for line in (
+        b"ray.exceptions.RayActorError: The actor died unexpectedly before finishing this task.\n",
+        b"R session Aborted, R encountered a fatal error. The session was terminated\n",
+    ):
+        d = diagnose(line)
+        assert d.causes and all(c.confidence <= 0.3 for c in d.causes)
