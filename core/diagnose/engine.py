@@ -1353,6 +1353,16 @@ def _context_rules(
             "cpu_instructions_unsupported",
             "The CPU's flags list no avx: TensorFlow's prebuilt binaries (1.6 and later) need it.",
         )
+    # the CPU named by its model, from a family before AVX (the flags, where pasted, decide)
+    model = hits.get("cpu_model_without_avx")
+    if model and not cpu:
+        add("cpu_instructions_unsupported", 3.0, model.lines[:1])
+        name = model.groups[0].get("model", "this CPU").strip()
+        note(
+            "cpu_instructions_unsupported",
+            f"The CPU is an {name}, from a family without AVX, which TensorFlow's prebuilt "
+            "binaries (1.6 and later) need.",
+        )
 
     # The user asked for the GPUs and the answer, a few lines on, was empty (a cell's outputs
     # come in its statements' order: a version printed first, a "returns:" typed between).

@@ -397,3 +397,38 @@ def test_a_gpu_named_only_by_product_is_judged_by_its_compute_capability() -> No
     cause, _, text = got
     assert cause == "unsupported_gpu_arch"
     assert "compute capability 5.0 or newer" in text and "3.7" in text
+
+
+@pytest.mark.parametrize(
+    "model",
+    [
+        "model name      : AMD Opteron(tm) Processor 6128 HE",
+        "Intel(R) Celeron(R) N4505 @ 2.00GHz",
+        "          product: Intel(R) Core(TM) i3 CPU       M 330  @ 2.13GHz",
+        "Model name:            Intel(R) Core(TM)2 Quad CPU    Q6600  @ 2.40GHz",
+        "model name : Intel(R) Xeon(R) CPU           X5650  @ 2.67GHz",
+    ],
+)
+def test_a_cpu_model_from_a_family_before_avx_is_the_cause(model: str) -> None:
+    got = first(model + "\n")
+    assert got is not None and got[0] == "cpu_instructions_unsupported"
+    assert "from a family without AVX" in got[2]
+
+
+@pytest.mark.parametrize(
+    "model",
+    [
+        "Model name:          Intel(R) Core(TM) i7-8700K CPU @ 3.70GHz",
+        "model name : Intel(R) Xeon(R) CPU E5-2680 v4 @ 2.40GHz",
+        "Intel(R) Celeron(R) 6305 @ 1.80GHz",  # Tiger Lake: the first Celerons with AVX
+        "model name : AMD Opteron(tm) Processor 6276",  # Bulldozer
+    ],
+)
+def test_a_cpu_model_with_avx_blames_nothing(model: str) -> None:
+    assert first(model + "\n") is None
+
+
+def test_the_flags_a_user_pasted_outweigh_the_model_name() -> None:
+    """A model line beside its flags: the flags are what the CPU (or the VM) really offers."""
+    model = "model name : Intel(R) Xeon(R) CPU X5650 @ 2.67GHz\n"
+    assert first(model + "flags : fpu vme de pse tsc msr sse sse2 avx\n") is None
