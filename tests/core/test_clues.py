@@ -2332,10 +2332,23 @@ def test_out_of_memory_told_by_the_allocator_that_failed(line: str, first: str) 
          "'CUDA_ERROR_INVALID_HANDLE'", "unsupported_gpu_arch"),
         ("jaxlib.xla_extension.XlaRuntimeError: UNKNOWN: Failed to determine best cudnn "
          "convolution algorithm for:", "gpu_memory_contention"),
+        ("mpirun noticed that process rank 7 with PID 0 on node HOSTNAME exited on signal 9 "
+         "(Killed).", "host_oom"),
+        ("Failed: learner_exit_code: 137", "host_oom"),
+        ("  Compilation failure: Ran out of memory in memory space hbm. Used 8.38G of 8.00G hbm. "
+         "Exceeded hbm capacity by 385.25M.", "gpu_oom"),
+        ("Attempting to fetch value instead of handling error Internal: no supported devices "
+         "found for platform CUDA", "no_gpu_visible"),
+        ("I c:\\tf_jenkins\\home\\workspace\\release-win\\device\\gpu\\os\\windows\\tensorflow"
+         "\\core\\common_runtime\\gpu\\gpu_device.cc:948] Ignoring visible gpu device (device: 0, "
+         "name: GeFor", "unsupported_gpu_arch"),
+        ("I tensorflow/stream_executor/cuda/cuda_diagnostics.cc:189] libcuda reported version is: "
+         "Not found: was unable to find libcuda.so DSO loaded into this program", "no_gpu_visible"),
     ],
     ids=["jax-no-gpu", "jax-no-cuda", "xla-buffers", "keras3-oom", "oom-killer-stack",
          "script-job-killed", "rstudio-crash", "ray-actor", "tensorrt-stub", "and-cuda-wheels",
-         "kernel-gen", "xla-conv-autotune"],
+         "kernel-gen", "xla-conv-autotune", "mpirun-signal-9", "learner-exit-137", "tpu-hbm",
+         "xla-no-cuda-device", "gpu-ignored-cut", "no-libcuda"],
 )  # fmt: skip
 def test_what_jax_xla_keras_3_and_the_tools_around_them_say(line: str, first: str) -> None:
     """Forms collected from public threads (session 47's harvest of 2,100 lines)."""
