@@ -697,6 +697,8 @@ MEMORY_SERIES = (
     "size_column",
     "psutil_svmem_used",
     "memory_percent",
+    "memory_info_current",
+    "heap_profile_in_use",
 )
 
 
@@ -821,6 +823,11 @@ def _runs(
     return runs
 
 
+STAIR_UPS = 0.25  # of the steps, for a series that never falls
+STAIR_GROWTH = 0.10
+STAIR_LATE = 0.2  # of its growth, in its last third
+
+
 def _leak_in(
     readings: list[tuple[tuple[str, int, str], float]],
     what: str,
@@ -831,11 +838,24 @@ def _leak_in(
     if len(values) < 3 or values[0] <= 0:
         return False
     ups = sum(b > a for a, b in itertools.pairwise(values))
+    downs = sum(b < a for a, b in itertools.pairwise(values))
     growth = values[-1] / values[0] - 1
     # a few readings must all rise and clearly (three: by half); a long series may dip now
-    # and then
+    # and then, or hold still between rises (a figure rounded, a dump taken twice) if it never
+    # falls
     enough = growth >= (0.03 if len(values) >= 5 else 0.10 if len(values) == 4 else 0.5)
-    if ups >= 0.75 * (len(values) - 1) and enough:
+    steps = len(values) - 1
+    # a staircase: never down, up now and then (an allocator's pool grown chunk by chunk, a
+    # figure rounded or a dump taken twice between rises), and a good part of its growth in its
+    # last third; one that climbed and then held is a warm-up, not a leak
+    late = values[-1] - values[len(values) * 2 // 3]
+    stair = (
+        downs == 0
+        and ups >= STAIR_UPS * steps
+        and growth >= STAIR_GROWTH
+        and late >= STAIR_LATE * (values[-1] - values[0])
+    )
+    if (ups >= 0.75 * steps and enough) or stair:
         add("memory_leak", 4.0, [readings[0][0], readings[-1][0]])
         notes.setdefault("memory_leak", []).append(
             f"{what} grew in {ups} of {len(values) - 1} readings, by {growth:.0%} "

@@ -370,12 +370,14 @@ def _table_rows(line: bytes, after: bytes) -> bool:
 
 
 def _same_kind(line: bytes, after: bytes) -> bool:
-    """Two rows of one numbered table (memory_profiler's line numbers, a step count): the next
-    line starts as this one does, numbers aside. A cut line's tail starts anywhere in a word."""
+    """Two rows of one numbered table (memory_profiler's line numbers, a step count), or one
+    message printed twice ("Dumping heap profile to ..."): the next line starts as this one
+    does, numbers aside. A cut line's tail starts anywhere in a word, seldom with the very word
+    its line began with."""
     a, b = _FIRST_TOKEN.match(line), _FIRST_TOKEN.match(after)
-    if a is None or b is None:
+    if a is None or b is None or _shape(a.group()) != _shape(b.group()):
         return False
-    return _DIGITS.search(a.group()) is not None and _shape(a.group()) == _shape(b.group())
+    return _DIGITS.search(a.group()) is not None or len(a.group().strip()) >= 4
 
 
 def unwrap(raw: bytes) -> bytes:

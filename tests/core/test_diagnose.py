@@ -471,6 +471,13 @@ def test_memory_that_keeps_growing_is_a_leak_and_flat_memory_is_not() -> None:
         "batch {i} mem: {v:.0f}MB",
         "{{'current': {v:.0f}, 'peak': 9999999999}}",
         "it {i} GPU memory: {v:.0f} MiB",
+        # forms harvested from public threads (session 47)
+        '[{i}.35s] total time {i} {{"rss":{v:.0f}000,"heapTotal":9377792,"heapUsed":179758}}',
+        " {i} : rss - {v:.4f} MB / heapUsed - 17.364662170410156 MB",
+        "Memory info of GPU /physical_device:GPU:0: current: {v:.2f}, peak: 2.55",
+        "Dumping heap profile to /root/prof.{i:04d}.heap ({v:.0f} MB currently in use)",
+        "eta=15.1 ====>---- acc=0.0859 loss=185.81 # batchEnd of tensors: {v:.0f}",
+        "usage:  {v:.0f}000 KB",
     ],
 )
 def test_memory_under_other_names_that_keeps_growing_is_a_leak(template: str) -> None:
@@ -478,6 +485,35 @@ def test_memory_under_other_names_that_keeps_growing_is_a_leak(template: str) ->
     flat = "".join(template.format(i=i, v=800 + (i % 2)) + "\n" for i in range(6))
     assert _ids(growing)[:1] == ["memory_leak"]
     assert _ids(flat) == []
+
+
+def test_memory_that_climbs_in_steps_to_the_end_is_a_leak_and_a_warm_up_is_not() -> None:
+    """Readings that never fall: a staircase still climbing in its last third (a pool grown
+    chunk by chunk, each figure printed twice) is a leak; one that jumped and then held (the
+    first calls' warm-up, as %memit shows it) is not."""
+    stairs = [330, 330, 340, 340, 340, 350, 350, 350, 360, 360, 370, 370, 370, 380, 380, 390]
+    climbing = "".join(f"usage:  {v * 1000} KB\n" for v in stairs)
+    assert _ids(climbing)[:1] == ["memory_leak"]
+    held = [5729.88, 6498.93, 6499.14, 6499.14, 6499.14, 6499.15, 6499.17, 6499.17]
+    memit = "".join(f"peak memory: {v:.2f} MiB, increment: 0.00 MiB\n{i}\n" for i, v in
+                    enumerate(held))  # fmt: skip
+    assert "memory_leak" not in _ids(memit)
+
+
+def test_a_message_printed_again_is_not_a_wrapped_line() -> None:
+    """Two lines at the paste's longest length, each followed by the same message again: the
+    same message printed twice, not a line hard-wrapped at that width (which would merge them
+    and lose a reading)."""
+    dumps = "".join(
+        f"Dumping heap profile to /root/prof.000{i}.heap "
+        + (f"(1387 MB allocated cumulatively, {v} MB currently in use)" if i % 2 else
+           f"({v} MB currently in use)")
+        + "\n"
+        for i, v in enumerate((1105, 1649, 1649, 2192), start=1)
+    )  # fmt: skip
+    d = diagnose(dumps.encode())
+    assert d.lines_read == 4
+    assert d.causes and d.causes[0].id == "memory_leak"
 
 
 def test_a_log_of_training_speed_alone_asks_about_the_input_pipeline() -> None:
