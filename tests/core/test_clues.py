@@ -2344,11 +2344,16 @@ def test_out_of_memory_told_by_the_allocator_that_failed(line: str, first: str) 
          "name: GeFor", "unsupported_gpu_arch"),
         ("I tensorflow/stream_executor/cuda/cuda_diagnostics.cc:189] libcuda reported version is: "
          "Not found: was unable to find libcuda.so DSO loaded into this program", "no_gpu_visible"),
+        ("docker: Error response from daemon: could not select device driver with capabilities: "
+         "[[gpu]].", "no_gpu_visible"),
+        ("nvidia-docker | 2017/10/13 08:33:01 Error: unsupported CUDA version: driver 8.0 < image "
+         "9.0.176", "driver_too_old"),
     ],
     ids=["jax-no-gpu", "jax-no-cuda", "xla-buffers", "keras3-oom", "oom-killer-stack",
          "script-job-killed", "rstudio-crash", "ray-actor", "tensorrt-stub", "and-cuda-wheels",
          "kernel-gen", "xla-conv-autotune", "mpirun-signal-9", "learner-exit-137", "tpu-hbm",
-         "xla-no-cuda-device", "gpu-ignored-cut", "no-libcuda"],
+         "xla-no-cuda-device", "gpu-ignored-cut", "no-libcuda", "docker-gpus-unnamed",
+         "nvidia-docker-1"],
 )  # fmt: skip
 def test_what_jax_xla_keras_3_and_the_tools_around_them_say(line: str, first: str) -> None:
     """Forms collected from public threads (session 47's harvest of 2,100 lines)."""
@@ -2357,6 +2362,7 @@ def test_what_jax_xla_keras_3_and_the_tools_around_them_say(line: str, first: st
 
 def test_a_crashed_worker_or_session_alone_is_only_a_candidate() -> None:
     for line in (
+        b"  (0) Unknown: CUDNN_STATUS_EXECUTION_FAILED\n",
         b"ray.exceptions.RayActorError: The actor died unexpectedly before finishing this task.\n",
         b"R session Aborted, R encountered a fatal error. The session was terminated\n",
     ):
