@@ -14,6 +14,9 @@ from tfdoctor.core.model import Diagnosis
 ROOT = Path(__file__).parent / "fixtures" / "corpus"
 PARTS = ("dev", "sealed")
 SEALED_SHARE = 0.45  # of the logs collected after the first 26 (those were dev from the start)
+# sealed logs a rule was written off by mistake (a line of their thread, harvested before the
+# overlap was found): the clean sealed score leaves them out (see fixtures/corpus/README.md)
+TUNED_ON_SEALED = frozenset({"missing_cuda_libs__pythonlessons-tf2-yolov3-105.txt"})
 
 
 @dataclass(frozen=True)
