@@ -841,8 +841,7 @@ def _leak_in(
     downs = sum(b < a for a, b in itertools.pairwise(values))
     growth = values[-1] / values[0] - 1
     # a few readings must all rise and clearly (three: by half); a long series may dip now
-    # and then, or hold still between rises (a figure rounded, a dump taken twice) if it never
-    # falls
+    # and then
     enough = growth >= (0.03 if len(values) >= 5 else 0.10 if len(values) == 4 else 0.5)
     steps = len(values) - 1
     # a staircase: never down, up now and then (an allocator's pool grown chunk by chunk, a

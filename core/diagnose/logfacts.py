@@ -189,9 +189,10 @@ def _older(a: str, b: str) -> bool | None:
         return None
 
 
+LISTED_MISMATCH = 1.2  # versions a user listed, with no failure in the log to go with them
+
 # No TensorFlow GPU build ever ran below 3.0; the prebuilt packages have needed 3.5 or more
 # since TF 1.x (TF's install guide), so with the version unknown 3.0 is very likely too old.
-LISTED_MISMATCH = 1.2  # versions a user listed, with no failure in the log to go with them
 EVERY_BUILD_MIN_CC = (3, 0)
 PREBUILT_MIN_CC = (3, 5)
 
