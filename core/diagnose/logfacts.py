@@ -293,8 +293,9 @@ def fact_rules(
         ):
             if have and line and need and _another_release(have, need, what == "CUDA"):
                 weight = 3.5 if no_gpu and system_cuda else 2.5
-                if not symptom:
-                    weight, listed = (0.0 if listed else LISTED_MISMATCH), True
+                if not symptom:  # one finding for all: the others add their line only
+                    weight = 0.0 if listed else LISTED_MISMATCH
+                    listed = True
                 add("cuda_cudnn_version_mismatch", weight, [*tf_line, line])
                 note(
                     "cuda_cudnn_version_mismatch",
