@@ -250,7 +250,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Follow the memory of your own training process (RSS with its children, "
         "every GPU and every process's VRAM on it, RAM, swap, its cgroup limit), print a line "
         "a second, record a bounded trace, and when the process ends say why from what was "
-        "seen (its exit status, the kernel log's OOM-kill and Xid lines for it). Run "
+        "seen (its exit status, the kernel log's OOM-kill and Xid lines for it, and what a "
+        "command it started printed: passed through unchanged, and read as a crash log). Run "
         "`tfdoctor watch --first-cell` and paste it as the notebook's first cell to add "
         "TensorFlow's own numbers. Ctrl-C stops watching.",
     )
@@ -926,7 +927,6 @@ CSV_COLUMNS = ("t", "ram_used", "ram_total", "swap_used")
 
 
 def cmd_watch(args: argparse.Namespace) -> int:
-    import subprocess as _subprocess
 
     from tfdoctor.core.bench import observe
     from tfdoctor.core.paths import state_dir
@@ -954,13 +954,11 @@ def cmd_watch(args: argparse.Namespace) -> int:
             env = {**os.environ, "TFDOCTOR_WATCH_FILE": str(tf_file)}
             try:
                 # with --json, stdout is the verdict alone: the command's output goes to stderr
-                child = _subprocess.Popen(
-                    command, env=env, stdout=sys.stderr if args.json else None
-                )
+                child, output = observe.start_command(command, env, json_mode=args.json)
             except OSError as exc:
                 return _fail(f"cannot start {command[0]}: {exc.strerror or exc}")
             label = " ".join(" ".join(command).split())  # one line, whatever -c holds
-            watched = observe.Watched(child.pid, label[:80], child=child)
+            watched = observe.Watched(child.pid, label[:80], child=child, output=output)
         else:
             watched = observe.resolve(args.pid, args.kernel)
         observer = observe.Observer(

@@ -267,7 +267,7 @@ def main() -> int:
                 (out / name).write_text(r.stdout + r.stderr)
             except (OSError, subprocess.TimeoutExpired) as exc:
                 (out / name).write_text(f"{type(exc).__name__}: {exc}\n")
-        snapshot(out, "h100_idle", "an idle NVIDIA H100 80GB HBM3 (tools/record_gpu.py info)")
+        snapshot(out, "idle", "an idle GPU (tools/record_gpu.py info)")
         r = subprocess.run(
             [sys.executable, "-m", "tfdoctor.gui.entry", "check", "--json"],
             capture_output=True,

@@ -7,7 +7,9 @@ written to a bounded, crash-safe trace. It tails the JSON lines the notebook's f
 writes (`first_cell`: TensorFlow's memory in use and peak, step times, tracing counts, an OOM's
 message). When the process ends it reads how: the exit status of a child; for another
 process, its disappearance and the kernel log's OOM-kill and Xid lines for its PID. The
-verdict is `diagnose.watch_rules.watched_causes` over the trace and that ending.
+verdict is `diagnose.watch_rules.watched_causes` over the trace and that ending; for a command
+the watch started, its output (`Output`: passed on as it comes, and read by the log engine)
+is one more source when it failed.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import contextlib
 import json
 import logging
 import os
+import queue
 import signal
 import subprocess
 import threading
@@ -23,15 +26,18 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import psutil
 
 from tfdoctor.core import telemetry
 from tfdoctor.core.bench import evidence, memcg
 from tfdoctor.core.diagnose import recent
+from tfdoctor.core.diagnose.combine import SOURCE_LOG, SOURCE_WATCH, combine
+from tfdoctor.core.diagnose.engine import Diagnoser, ExitInfo, new_diagnoser
+from tfdoctor.core.diagnose.reader import iter_chunks
 from tfdoctor.core.diagnose.watch_rules import Ending, watched_causes
-from tfdoctor.core.model import Cause
+from tfdoctor.core.model import Cause, Diagnosis
 from tfdoctor.core.probes import jupyter, system
 
 log = logging.getLogger(__name__)
@@ -51,6 +57,114 @@ def first_cell(tf_file: str | os.PathLike[str]) -> str:
     return CELL_SOURCE.read_text(encoding="utf-8").replace(CELL_PLACEHOLDER, str(tf_file))
 
 
+class _Pieces:
+    """What one output pipe gave, as a file the log reader reads: a piece at a time, and the
+    end of the file either at the pipe's end or once the verdict is due (a process the command
+    left behind may hold the pipe open for as long as it lives)."""
+
+    def __init__(self, pieces: queue.Queue[bytes | None], due: threading.Event) -> None:
+        self.pieces, self.due = pieces, due
+
+    def read(self, _n: int = -1) -> bytes:
+        while True:
+            try:
+                piece = self.pieces.get(timeout=0.1)
+            except queue.Empty:
+                if self.due.is_set():
+                    return b""
+                continue
+            return piece if piece is not None else b""
+
+
+class Output:
+    """What a command the watch started prints: passed through unchanged as it comes (a
+    progress bar's carriage returns too), and read by the log engine (streaming: a long run's
+    output is never held), so the verdict can quote its error. Each pipe is read to its end
+    whatever happens, so the command never blocks on a full pipe."""
+
+    PIECE = 64 << 10
+    QUEUED = 256  # pieces waiting for the log engine (16 MiB): a faster writer waits for it
+
+    def __init__(self, pipes: Mapping[str, tuple[int, BinaryIO | None]]) -> None:
+        self._diagnoser: Diagnoser = new_diagnoser()
+        self._lock = threading.Lock()
+        self._due = threading.Event()  # the verdict is due: read no more
+        self._failed = threading.Event()  # the log engine failed: only pass the output on
+        self._readers: list[threading.Thread] = []
+        for label, (fd, dest) in pipes.items():
+            pieces: queue.Queue[bytes | None] = queue.Queue(self.QUEUED)
+            for target, args in ((self._pump, (fd, dest, pieces)), (self._read, (label, pieces))):
+                t = threading.Thread(target=target, args=args, name=f"watch-{label}", daemon=True)
+                t.start()
+                if target == self._read:
+                    self._readers.append(t)
+
+    def _pump(self, fd: int, dest: BinaryIO | None, pieces: queue.Queue[bytes | None]) -> None:
+        try:
+            while data := os.read(fd, self.PIECE):
+                if dest is not None:
+                    try:
+                        dest.write(data)
+                        dest.flush()
+                    except (OSError, ValueError):
+                        dest = None  # the terminal went away: the command still runs
+                self._queue(pieces, data)
+        except OSError:
+            pass
+        finally:
+            self._queue(pieces, None)
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+    def _queue(self, pieces: queue.Queue[bytes | None], data: bytes | None) -> None:
+        while not self._due.is_set() and not self._failed.is_set():
+            with contextlib.suppress(queue.Full):
+                pieces.put(data, timeout=0.1)
+                return
+
+    def _read(self, label: str, pieces: queue.Queue[bytes | None]) -> None:
+        try:
+            for chunk in iter_chunks(_Pieces(pieces, self._due), label):  # type: ignore[arg-type]
+                with self._lock:
+                    self._diagnoser.feed(chunk)
+        except Exception:  # the reading failed: the output still goes through
+            log.exception("reading the watched command's %s", label)
+            self._failed.set()
+
+    def diagnosis(self, exit_info: ExitInfo | None, wait_s: float = 2.0) -> Diagnosis:
+        """The log engine's reading of what was printed: all of it once the pipes close, or,
+        after `wait_s`, what came until then."""
+        end = time.monotonic() + wait_s
+        for t in self._readers:
+            t.join(max(0.0, end - time.monotonic()))
+        self._due.set()
+        for t in self._readers:
+            t.join(5.0)
+        with self._lock:
+            return self._diagnoser.result(exit_info=exit_info)
+
+
+def start_command(
+    command: list[str], env: Mapping[str, str], *, json_mode: bool = False
+) -> tuple[subprocess.Popen[bytes], Output]:
+    """Start a command to watch, its output passed through (with `json_mode`, its standard
+    output goes to standard error: standard output is the verdict's) and read.
+
+    Raises:
+        OSError: it cannot be started.
+    """
+    import sys
+
+    child = subprocess.Popen(command, env=dict(env), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert child.stdout is not None and child.stderr is not None
+    out_fd, err_fd = os.dup(child.stdout.fileno()), os.dup(child.stderr.fileno())
+    child.stdout.close()
+    child.stderr.close()
+    err = getattr(sys.stderr, "buffer", None)
+    out = err if json_mode else getattr(sys.stdout, "buffer", None)
+    return child, Output({"stdout": (out_fd, out), "stderr": (err_fd, err)})
+
+
 @dataclass
 class Watched:
     """The process to watch, and what is known of it."""
@@ -60,6 +174,7 @@ class Watched:
     kernel_id: str | None = None
     notebook: str | None = None
     child: subprocess.Popen[bytes] | None = None
+    output: Output | None = None  # what a command the watch started prints
 
 
 def resolve(pid: int | None = None, kernel: str | None = None) -> Watched:
@@ -204,6 +319,18 @@ def _read(path: Path) -> str | None:
         return None
 
 
+def verdict(
+    items: list[tuple[str, dict[str, Any]]], pid: int, ending: Ending, said: Diagnosis | None
+) -> list[Cause]:
+    """The watch's causes from what it saw (`watched_causes`), and, for a command it started
+    that failed, from what the command printed (`said`, the log engine's reading), combined."""
+    causes = watched_causes(items, pid, ending)
+    if said is None or ending.normal or ending.how == "running" or not said.causes:
+        return causes
+    found = [(SOURCE_WATCH, c) for c in causes] + [(SOURCE_LOG, c) for c in said.causes]
+    return [r.cause for r in combine(found)]
+
+
 class Observer:
     """Watches one process until it ends (or `stop()`), then gives the verdict."""
 
@@ -321,7 +448,17 @@ class Observer:
             self.timeline.mark(f"{self.watched.label}: {ending.words()}", "crash")
         self.timeline.close()
         items = [item for _, item in self.timeline.since(0)]
-        causes = watched_causes(items, self.watched.pid, ending)
+        said = None
+        if self.watched.output is not None and not still:
+            said = self.watched.output.diagnosis(
+                ExitInfo(
+                    ending.exit_code,
+                    ending.signal,
+                    oom_kill_record=ending.oom_kill_line is not None,
+                    oom_kill_line=ending.oom_kill_line,
+                )
+            )
+        causes = verdict(items, self.watched.pid, ending, said)
         return WatchResult(
             self.watched, ending, causes, time.monotonic() - self._started, self.record, items
         )

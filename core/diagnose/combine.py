@@ -37,9 +37,32 @@ def finding_cause(f: Finding, info: Mapping[str, CauseInfo]) -> Cause | None:
     return Cause(cid, conf, c.title, c.explanation, f.evidence, c.fixes)
 
 
+# A cause that, where a source ranks it above these, is why they happened: a leak that used the
+# memory up ends in an out-of-memory error. The error's own certainty is then the leak's too.
+EXPLAINS = {"memory_leak": ("gpu_oom", "host_oom")}
+
+
+def _explaining(found: Sequence[tuple[str, Cause]]) -> dict[str, set[str]]:
+    """Cause id -> the ids it explains, where some source ranked it above them."""
+    seen: dict[str, list[str]] = {}
+    for source, c in found:
+        seen.setdefault(source, []).append(c.id)
+    out: dict[str, set[str]] = {}
+    for ids in seen.values():
+        for cid, effects in EXPLAINS.items():
+            if cid in ids:
+                out.setdefault(cid, set()).update(
+                    e for e in effects if e not in ids[: ids.index(cid)]
+                )
+    return out
+
+
 def combine(found: Iterable[tuple[str, Cause]]) -> list[RankedCause]:
     """(source, cause) pairs merged by id: confidences combine as independent evidence
-    (1 - product of misses), evidence is pooled, sources are listed."""
+    (1 - product of misses), evidence is pooled, sources are listed. A cause a source ranked
+    above what it explains (`EXPLAINS`) stays above it."""
+    found = list(found)
+    explaining = _explaining(found)
     merged: dict[str, tuple[float, list[Evidence], list[str], Cause]] = {}
     for source, c in found:
         miss, ev, srcs, first = merged.get(c.id, (1.0, [], [], c))
@@ -57,11 +80,20 @@ def combine(found: Iterable[tuple[str, Cause]]) -> list[RankedCause]:
     ranked = []
     for cid, (miss, ev, srcs, first) in merged.items():
         conf = round(1.0 - miss, 2)
+        effects = [1.0 - merged[e][0] for e in explaining.get(cid, ()) if e in merged]
+        conf = max([conf, *(round(x, 2) for x in effects)])
         cause = Cause(
             cid, conf, first.title, first.explanation, tuple(ev), first.fixes, first.look_alike
         )
         ranked.append(RankedCause(cause, tuple(srcs)))
-    ranked.sort(key=lambda r: (-r.cause.confidence, -len(r.sources), r.cause.id))
+    ranked.sort(
+        key=lambda r: (
+            -r.cause.confidence,
+            r.cause.id not in explaining,
+            -len(r.sources),
+            r.cause.id,
+        )
+    )
     return ranked
 
 

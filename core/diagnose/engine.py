@@ -325,7 +325,7 @@ class Diagnoser:
                     notes[cause].append(said)
         ooms = [(src, oom) for src, p in self._bfc.items() for oom in p.results()]
         _context_rules(self.hits, add, notes, facts, exit_info)
-        _series_rules(self.series, add, notes)
+        steady_leak = _series_rules(self.series, add, notes)
         wanted = [
             (ln, g["lib"])
             for sid in _DLOPEN_SIGNATURES
@@ -352,6 +352,7 @@ class Diagnoser:
         _holder_rule(self.hits, scores, add, _noter(notes), facts)
         _stock_model_rule(self.hits, scores, add, _noter(notes))
         _late_oom_rule(self.series, scores, add, _noter(notes))
+        _leak_ran_out_rule(steady_leak, scores, add, _noter(notes))
         _handle_memory_rule(self.hits, scores, add, _noter(notes))
         _shared_by_workers_rule(self.workers, add, _noter(notes))
         _device_refusal_rule(self.hits, add, _noter(notes))
@@ -714,10 +715,10 @@ def _series_rules(
     series: Mapping[str, list[tuple[tuple[str, int, str], float]]],
     add: Any,
     notes: dict[str, list[str]],
-) -> None:
+) -> bool:
     """Readings that keep growing: memory measured after step after step is a leak. Then, a
     reading below the first of its run starting another run (a restart, the run after a fix),
-    each run judged alone."""
+    each run judged alone. True when the leak rose at every one of many readings (`_steady`)."""
     named = [(series.get(sid) or [], "Memory") for sid in MEMORY_SERIES]
     worded = [
         (group, what) for sid, what in WORDED_SERIES for group in _by_wording(series.get(sid) or [])
@@ -726,11 +727,23 @@ def _series_rules(
         runs = _runs(readings)
         for run in [readings, *runs] if len(runs) > 1 else [readings]:
             if _leak_in(run, what, add, notes):
-                return
+                return _steady(run)
     for readings, what in [*named, *worded]:
         if _held_high(readings, what, add, notes):
-            return
+            return False
     _bare_figures_rule(series.get("bare_figure") or [], add, notes)
+    return False
+
+
+def _leak_ran_out_rule(steady: bool, scores: Mapping[str, float], add: Any, note: Any) -> None:
+    """Memory that rose at every one of many readings, to several times the first, then an
+    out-of-memory error: the leak used the memory up, so it comes first and the error second
+    (as the watch of a process says from its own trace)."""
+    oom = max(scores.get("gpu_oom", 0.0), scores.get("host_oom", 0.0))
+    leak = scores.get("memory_leak", 0.0)
+    if steady and oom > 0 and leak > 0 and oom >= leak:
+        add("memory_leak", oom - leak + LEAK_OVER_OOM)
+        note("memory_leak", "It rose at every reading until the memory ran out.")
 
 
 HELD_READINGS = 4
@@ -826,6 +839,21 @@ def _runs(
 STAIR_UPS = 0.25  # of the steps, for a series that never falls
 STAIR_GROWTH = 0.10
 STAIR_LATE = 0.2  # of its growth, in its last third
+# a series up at every one of many readings, to several times its first: what ran out was
+# used up by the leak, whatever error ended it (real: tests/fixtures/logs/real_h200_jax_leak.txt)
+STEADY_READINGS = 8
+STEADY_GROWTH = 2.0
+LEAK_OVER_OOM = 1.5
+
+
+def _steady(readings: list[tuple[tuple[str, int, str], float]]) -> bool:
+    values = [v for _, v in readings]
+    return (
+        len(values) >= STEADY_READINGS
+        and values[0] > 0
+        and all(b > a for a, b in itertools.pairwise(values))
+        and values[-1] >= (1 + STEADY_GROWTH) * values[0]
+    )
 
 
 def _leak_in(
@@ -1687,15 +1715,21 @@ def _initializer_oom(
     return None
 
 
-_DEVICE_ALLOC_FAILED = re.compile(r"failed to allocate \S+ \((\d+) bytes\) from device")
+# TF's stream executor, and XLA's under JAX ("Failed to allocate device memory of 104.85GiB
+# (112583507968 bytes)": real, tests/fixtures/logs/real_h200_jax_other_process.txt)
+_DEVICE_ALLOC_FAILED = re.compile(
+    r"failed to allocate \S+ \((\d+) bytes\) from device"
+    r"|Failed to allocate device memory of \S+ \((\d+) bytes\)"
+)
 BACKPEDAL = (0.85, 0.95)  # TF's allocator asks for 90% of what the device refused, again
+BACKPEDAL_WEIGHT = 2.5
 
 
 def _device_refusals(hits: Mapping[str, _Hit]) -> list[tuple[tuple[str, int, str], int]]:
     """Each "failed to allocate N from device" line the log kept, with N in bytes."""
     hit = hits.get("cuda_out_of_memory")
     return [
-        (line, int(m.group(1)))
+        (line, int(m.group(1) or m.group(2)))
         for line in (hit.lines if hit else [])
         if (m := _DEVICE_ALLOC_FAILED.search(line[2])) is not None
     ]
@@ -1703,16 +1737,17 @@ def _device_refusals(hits: Mapping[str, _Hit]) -> list[tuple[tuple[str, int, str
 
 def _backpedal_rule(hits: Mapping[str, _Hit], add: Any, note: Any) -> None:
     """The allocator asking the device for its region, refused, then again for 90% of it and
-    90% of that (BFCAllocator::Extend backing off): the memory TensorFlow counted as free when
-    it sized its pool was no longer there, taken outside its pool (another process)."""
+    90% of that (BFCAllocator::Extend backing off; XLA's under JAX the same): the memory it
+    counted as free when it sized its pool was no longer there, taken outside it (another
+    process)."""
     asked = _device_refusals(hits)
     for (a, first), (b, second), (c, third) in zip(asked, asked[1:], asked[2:], strict=False):
         ratios = (second / first, third / second) if first and second else (0.0, 0.0)
         if all(BACKPEDAL[0] <= r <= BACKPEDAL[1] for r in ratios):
-            add("gpu_memory_contention", 0.8, [a, b, c])
+            add("gpu_memory_contention", BACKPEDAL_WEIGHT, [a, b, c])
             note(
                 "gpu_memory_contention",
-                f"TensorFlow asked the GPU for {format_size(first)}, then for less and less "
+                f"The GPU allocator asked for {format_size(first)}, then for less and less "
                 f"({format_size(second)}, {format_size(third)}): memory it had counted as "
                 "free when it sized its pool was taken by then.",
             )
@@ -1882,26 +1917,63 @@ def _rocm_fault_rule(hits: Mapping[str, _Hit], add: Any, note: Any) -> None:
     )
 
 
+_TORCH_OTHER_PROCESS = re.compile(r"Process \d+ has ([0-9.]+ ?(?:[KMGT]i?B|bytes)) memory in use")
+
+
 def _torch_oom_rule(hits: Mapping[str, _Hit], add: Any, note: Any) -> None:
-    """PyTorch out of GPU memory while it held little of the card itself, and the card had
-    almost nothing free: the rest was held elsewhere (another process, a TensorFlow pool in
-    the same notebook)."""
+    """PyTorch out of GPU memory, told apart by the sizes its message states.
+
+    - Other processes it lists ("Process 643 has 125.51 GiB memory in use", PyTorch 2.1+) hold
+      a quarter of the card or more, and more than this process: memory held elsewhere.
+    - It held little of the card itself and almost nothing was free: the rest was held
+      elsewhere (another process, a TensorFlow pool in the same notebook).
+    - It had more reserved but unallocated than it asked for (2.1+): the free space was in
+      pieces too small, fragmentation (the caching allocator frees whole unused segments and
+      retries before it gives up, so what is left is split across segments still in use).
+    Recorded for real on an H200: tests/fixtures/logs/real_h200_torch_*.txt.
+    """
     hit = hits.get("torch_cuda_oom")
-    if hit is None:
+    if hit is None or not hit.groups:
         return
-    for where, groups in zip(hit.lines, hit.groups, strict=False):
-        total, free, held = (parse_size(groups.get(k, "").replace(" ", "")) for k in
-                             ("total", "free", "reserved"))  # fmt: skip
-        if total and free is not None and held is not None:
-            if held < 0.4 * total and free < 0.1 * total:
-                add("gpu_oom", -2.5)
-                add("gpu_memory_contention", 4.0, [where])
-                note(
-                    "gpu_memory_contention",
-                    f"PyTorch held only {format_size(held)} of the GPU's {format_size(total)} "
-                    f"and {format_size(free)} was free: the rest was held elsewhere.",
-                )
-            return
+    where, groups = hit.lines[0], hit.groups[0]
+
+    def size(*keys: str) -> int | None:
+        for k in keys:
+            if groups.get(k):
+                return parse_size(groups[k].replace(" ", ""))
+        return None
+
+    total, free, asked = size("total", "total2"), size("free", "free2"), size("size")
+    held, unalloc = size("reserved", "own"), size("unalloc")
+    others = sum(
+        parse_size(m.replace(" ", "")) or 0
+        for m in _TORCH_OTHER_PROCESS.findall(groups.get("others") or "")
+    )
+    if total and others >= 0.25 * total and others > (held or 0):
+        add("gpu_oom", -2.5)
+        add("gpu_memory_contention", 4.5, [where])
+        own = f"; this process had {format_size(held)}" if held is not None else ""
+        note(
+            "gpu_memory_contention",
+            f"Other processes held {format_size(others)} of the GPU's {format_size(total)}{own}.",
+        )
+    elif total and free is not None and held is not None:
+        if held < 0.4 * total and free < 0.1 * total:
+            add("gpu_oom", -2.5)
+            add("gpu_memory_contention", 4.0, [where])
+            note(
+                "gpu_memory_contention",
+                f"PyTorch held only {format_size(held)} of the GPU's {format_size(total)} "
+                f"and {format_size(free)} was free: the rest was held elsewhere.",
+            )
+        elif asked and unalloc and unalloc >= asked and unalloc >= 0.1 * total:
+            add("gpu_oom", -2.5)
+            add("fragmentation", 5.0, [where])
+            note(
+                "fragmentation",
+                f"PyTorch had {format_size(unalloc)} reserved but unallocated, more than "
+                f"the {format_size(asked)} it asked for, but not in one piece.",
+            )
 
 
 def _initializer_oom_rule(hits: Mapping[str, _Hit], add: Any, note: Any) -> None:

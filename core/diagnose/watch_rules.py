@@ -22,6 +22,10 @@ WALL_FRACTION = 0.95  # a GPU this full (or RAM this used) is at the wall
 WINDOW_S = 60.0  # how far back from the end the rules look
 GROWTH_MIN = 1 << 30  # a neighbour's or a leak's growth worth naming, in bytes
 LEAK_R2 = 0.8
+# a climb to the wall quicker than this is a start-up taking its memory (a model, its first
+# batch: a real H200 filled in 2.3 s, tests/fixtures/traces/real_h200_watch_torch_fragmentation.*),
+# not a leak (a real H100 leak took 11 s)
+LEAK_MIN_S = 5.0
 FRAGMENTED = 0.7  # TF had less than this share of the GPU in use when it ran out: fragments
 TF_LEAK_MIN = 256 << 20  # TF's in-use growth over the epochs worth calling a leak
 
@@ -114,6 +118,40 @@ def _vram_of(sample: dict[str, Any], gpu: int, pid: int) -> int | None:
     return None
 
 
+HELD_BY_OTHERS = 0.5  # of the card, held by other processes while the watched one died
+
+
+def _held_by_others(
+    rows: list[tuple[float, dict[str, Any], int]],
+    gpu: int,
+    pid: int,
+    ending: Ending,
+    cause: Any,
+    span: tuple[float, float],
+) -> None:
+    """The card never filled, but other processes held half of it or more at the end: an
+    allocation bigger than what they left failed (PyTorch's OOM with 125 GiB of a 140 GiB H200
+    held by another process, for real: tests/fixtures/traces/real_h200_watch_torch_other_*).
+    A candidate: the process may also have asked for more than the whole card."""
+    t, g, _ = rows[-1]
+    total = float(g.get("total") or 0)
+    held = {
+        p["pid"]: int(p.get("used") or 0)
+        for p in g.get("procs") or []
+        if isinstance(p.get("pid"), int) and p["pid"] != pid
+    }
+    if not total or sum(held.values()) < HELD_BY_OTHERS * total:
+        return
+    top = sorted(held.items(), key=lambda kv: -kv[1])[:3]
+    who = ", ".join(f"pid {opid} held {_gib(v)}" for opid, v in top)
+    cause(
+        "gpu_memory_contention",
+        0.6,
+        [f"{who} of GPU {gpu}'s {_gib(total)} when pid {pid} {ending.words()} at {t:.0f} s"],
+        span,
+    )
+
+
 def watched_causes(
     items: Iterable[tuple[str, dict[str, Any]]],
     pid: int,
@@ -201,6 +239,7 @@ def watched_causes(
             (t, g) for t, g, _ in rows if g.get("total") and g["used"] >= WALL_FRACTION * g["total"]
         ]
         if not full:
+            _held_by_others(rows, gpu, pid, ending, cause, (mine[0][0], end_t))
             continue
         t_full, g_full = full[0]
         total = float(g_full["total"])
@@ -239,7 +278,8 @@ def watched_causes(
         xs = [t for t, _ in mine]
         ys = [float(v) for _, v in mine]
         slope, r2 = fit_line(xs, ys)
-        if mine_growth >= GROWTH_MIN and r2 >= LEAK_R2 and slope > 0:
+        grew_for = xs[ys.index(max(ys))] - xs[0]
+        if mine_growth >= GROWTH_MIN and r2 >= LEAK_R2 and slope > 0 and grew_for >= LEAK_MIN_S:
             cause(
                 "memory_leak",
                 0.8,

@@ -324,6 +324,16 @@ def test_real_idle_h100_is_not_taken_for_a_shared_gpu(snapshot: str) -> None:
     assert found["gpu0.cc_supported"].severity is Severity.OK
 
 
+def test_real_idle_h200_reads_as_one_free_hopper_card() -> None:
+    # a lent H200 (driver 580.159.04, 2026-11-29; tools/record_gpu.py info): NVML's v1 'used'
+    # is 615 MiB there with nothing running (nvidia-smi: 0 MiB), the driver's reserve again
+    found = run(tf_facts(**H100), "real_h200_idle.json")
+    assert "gpu0.vram_held_by_others" not in found
+    assert "env.grab_all_with_other_users" not in found
+    assert found["gpu0.free_vram"].title.endswith("GiB of 140.4 GiB free on NVIDIA H200")
+    assert found["gpu0.cc_supported"].severity is Severity.OK
+
+
 def test_real_jax_preallocation_is_named_as_held_vram() -> None:
     found = run(tf_facts(**H100), "real_h100_jax_prealloc.json")
     held = found["gpu0.vram_held_by_others"]

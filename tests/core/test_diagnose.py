@@ -370,6 +370,64 @@ def test_real_cpu_bfc_oom_from_this_machine_is_host_memory() -> None:
     assert "CPU allocator" in top.explanation
 
 
+# Real failures made on purpose on a lent H200 (tools/record_gpu_logs.py; README.md beside them):
+# the cause is known because the program was written to have it.
+H200_LOGS = [
+    ("torch_oom", "gpu_oom", "PyTorch could not get 300.00 GiB more"),
+    ("torch_other_process", "gpu_memory_contention",
+     "Other processes held 125.5 GiB of the GPU's 139.8 GiB; this process had 612.0 MiB"),
+    ("torch_fragmentation", "fragmentation",
+     "PyTorch had 97.5 GiB reserved but unallocated, more than the 8.0 GiB it asked for"),
+    ("torch_no_gpu", "no_gpu_visible", ""),
+    ("jax_oom", "gpu_oom", ""),
+    ("jax_other_process", "gpu_memory_contention",
+     "The GPU allocator asked for 104.9 GiB, then for less and less (94.4 GiB, 84.9 GiB)"),
+    ("jax_leak", "memory_leak", "It rose at every reading until the memory ran out."),
+    ("jax_no_gpu", "no_gpu_visible", ""),
+    ("jax_no_gpu_cuda_asked", "no_gpu_visible", ""),
+    ("cupy_oom", "gpu_oom", ""),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("name", "cause", "says"), H200_LOGS)
+def test_real_failures_made_on_an_h200_name_their_cause_first(
+    name: str, cause: str, says: str
+) -> None:
+    d = diagnose(FIXTURES / "logs" / f"real_h200_{name}.txt")
+    assert d.causes and d.causes[0].id == cause, [(c.id, c.confidence) for c in d.causes]
+    assert d.causes[0].confidence >= 0.6
+    assert says in d.causes[0].explanation
+
+
+def test_pytorch_oom_is_the_workloads_when_less_is_free_in_pieces_than_it_asked() -> None:
+    # the same message with less reserved-but-unallocated than asked: the workload's own OOM
+    line = (
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.53 GiB. GPU 0 has a total "
+        "capacity of 14.56 GiB of which 155.81 MiB is free. Including non-PyTorch memory, this "
+        "process has 14.41 GiB memory in use. Of the allocated memory 11.79 GiB is allocated by "
+        "PyTorch, and 1.49 GiB is reserved by PyTorch but unallocated."
+    )
+    assert diagnose(line).causes[0].id == "gpu_oom"
+    # a process PyTorch lists that holds little: still the workload's own
+    small = line.replace(
+        "is free. Including", "is free. Process 77 has 300.00 MiB memory in use. Including"
+    )
+    assert diagnose(small).causes[0].id == "gpu_oom"
+
+
+def test_a_leak_series_that_dips_is_not_put_above_the_oom_it_ended_in() -> None:
+    readings = [4, 8, 12, 16, 14, 20, 24, 28, 32]  # up, but not at every reading
+    text = "".join(f"step {i}: bytes_in_use {v}.00 GiB\n" for i, v in enumerate(readings))
+    text += (
+        "jax.errors.JaxRuntimeError: RESOURCE_EXHAUSTED: Out of memory while trying to allocate "
+        "4.00GiB with allocator GPU_0_bfc on device 0.\n"
+    )
+    ids = [c.id for c in diagnose(text).causes]
+    assert ids[:2] == ["gpu_oom", "memory_leak"]
+    steady = text.replace("step 4: bytes_in_use 14.00", "step 4: bytes_in_use 18.00")
+    assert [c.id for c in diagnose(steady).causes][:2] == ["memory_leak", "gpu_oom"]
+
+
 @pytest.mark.parametrize(
     ("excerpt", "want"),
     [

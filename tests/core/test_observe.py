@@ -5,17 +5,20 @@ H100 traces; the bounded trace; the CLI."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 
 from tests.conftest import TRACES
 from tfdoctor.core import telemetry
 from tfdoctor.core.bench import memcg, observe
+from tfdoctor.core.diagnose.engine import diagnose
 from tfdoctor.core.diagnose.watch_rules import Ending, watched_causes
 
 MIB = 1 << 20
@@ -259,3 +262,123 @@ def test_the_verdict_tfdoctor_watch_gave_on_a_real_h100_replays_from_its_trace(n
     assert [e.text for e in causes[0].evidence] == [
         e["text"] for e in said["causes"][0]["evidence"]
     ]
+
+
+# A training script of the shape real_h200_jax_leak.txt came from: memory printed each step,
+# then the framework's out-of-memory error on stderr, exit 1
+LEAK_THEN_OOM = r"""
+import sys
+for step in range(12):
+    print(f"step {step}: bytes_in_use {4 * (step + 1)}.00 GiB", flush=True)
+print("tensorflow.python.framework.errors_impl.ResourceExhaustedError: OOM when allocating "
+      "tensor with shape[64,512,512] and type float on /job:localhost/replica:0/task:0/"
+      "device:GPU:0 by allocator GPU_0_bfc", file=sys.stderr, flush=True)
+sys.exit(1)
+"""
+
+
+def test_a_command_the_watch_starts_is_passed_through_and_its_own_error_explains_it() -> None:
+    """On a real H200 a JAX process that leaked until its OOM left the watch with no verdict:
+    its VRAM was flat at the 75% JAX takes at start (tests/fixtures/traces/
+    real_h200_watch_jax_leak.*). What it printed says why, so the watch reads it."""
+    tfd = str(Path(sys.executable).with_name("tfdoctor"))
+    p = subprocess.run(
+        [tfd, "watch", "--interval-ms", "50", "--", sys.executable, "-c", LEAK_THEN_OOM],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert p.returncode == 0, p.stderr
+    printed = [ln for ln in p.stdout.splitlines() if ln.startswith("step ")]
+    assert printed == [f"step {i}: bytes_in_use {4 * (i + 1)}.00 GiB" for i in range(12)]
+    assert "ResourceExhaustedError: OOM when allocating" in p.stderr  # still where it went
+    verdict = p.stdout[p.stdout.index("exited with status 1") :]
+    assert "Most likely: Memory grows step after step" in verdict, verdict
+    assert "Also: The workload needs more GPU memory than the GPU has" in verdict
+    assert "ResourceExhaustedError: OOM when allocating" in verdict  # its evidence, quoted
+
+
+def test_every_byte_of_a_chatty_command_reaches_the_user_and_it_never_blocks(
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    # 6 MiB in pieces with carriage returns (a progress bar), more than any pipe buffer
+    code = (
+        "import sys\n"
+        "for i in range(3000):\n"
+        "    sys.stdout.write(f'\\r{i:05d} ' + 'x' * 2000); sys.stdout.flush()\n"
+        "sys.stderr.write('done\\n')\n"
+    )
+    child, output = observe.start_command([sys.executable, "-c", code], {"PATH": "/usr/bin"})
+    obs = observe.Observer(observe.Watched(child.pid, "chatty", child=child, output=output))
+    thread, out = run_observer(obs)
+    thread.join(60)
+    assert out and out[0].ending.normal and out[0].causes == []
+    got = capfd.readouterr()
+    assert got.out == "".join(f"\r{i:05d} " + "x" * 2000 for i in range(3000))
+    assert got.err.endswith("done\n")
+
+
+def test_a_process_left_behind_holding_the_output_does_not_hold_the_verdict() -> None:
+    # the command starts a helper that inherits its output and outlives it
+    code = (
+        "import subprocess, sys\n"
+        "p = subprocess.Popen(['sleep', '60'])\n"
+        "print(p.pid, flush=True)\n"
+        "sys.exit('CUDA out of memory. Tried to allocate 2.00 GiB')\n"
+    )
+    child, output = observe.start_command([sys.executable, "-c", code], dict(os.environ))
+    obs = observe.Observer(observe.Watched(child.pid, "leaves one", child=child, output=output))
+    started = time.monotonic()
+    thread, out = run_observer(obs)
+    thread.join(60)
+    try:
+        assert out and out[0].ending.exit_code == 1
+        assert time.monotonic() - started < 15
+        assert out[0].causes and out[0].causes[0].id == "gpu_oom"
+    finally:
+        for proc in psutil.process_iter(["cmdline"]):
+            if proc.info["cmdline"] == ["sleep", "60"]:
+                proc.kill()
+
+
+# `tfdoctor watch --json -- PROGRAM` on a lent H200 (tools/record_gpu_logs.py --watch): the
+# trace it recorded and what the program printed replay through the same rules. The first
+# cause each gives now, and the evidence that says so:
+H200_WATCHES = [
+    ("jax_leak", "memory_leak", "step 24: bytes_in_use 100.00 GiB"),
+    ("torch_other_process", "gpu_memory_contention", "pid 724 held 125.5 GiB of GPU 0's 140.4 GiB"),
+    ("torch_fragmentation", "fragmentation", "CUDA out of memory. Tried to allocate 8.00 GiB"),
+    ("torch_oom", "gpu_oom", "CUDA out of memory. Tried to allocate 300.00 GiB"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("name", "first", "quote"), H200_WATCHES)
+def test_watches_of_real_h200_failures_replay_to_their_cause(
+    name: str, first: str, quote: str
+) -> None:
+    printed = json.loads((TRACES / f"real_h200_watch_{name}.verdict.json").read_text())
+    _, items = telemetry.read_bounded_trace(TRACES / f"real_h200_watch_{name}.trace.jsonl")
+    e = printed["ending"]
+    ending = Ending(e["how"], e["exit_code"], e["signal"], e["oom_kill_line"], e["xid_lines"])
+    said = diagnose(TRACES / f"real_h200_watch_{name}.stderr.txt")
+    causes = observe.verdict(items, printed["pid"], ending, said)
+    assert causes[0].id == first, [(c.id, c.confidence) for c in causes]
+    assert printed["causes"][0]["id"] == first  # what it printed there
+    assert any(quote in ev.text for ev in causes[0].evidence), causes[0].evidence
+    # without its output the watch alone had nothing for the JAX leak: JAX took 75% of the
+    # card at its start and held it flat, so VRAM showed nothing (what it printed before)
+    if name == "jax_leak":
+        before = json.loads((TRACES / "real_h200_watch_jax_leak_before.verdict.json").read_text())
+        assert before["causes"] == [] and observe.verdict(items, printed["pid"], ending, None) == []
+
+
+def test_a_fill_to_the_wall_in_two_seconds_is_not_called_a_leak() -> None:
+    # real: the H200 filled with 6 MiB tensors in 2.3 s before its fragmentation OOM; the
+    # watch there said "leak" second (0.8); a climb that quick is a start-up taking memory
+    printed = json.loads((TRACES / "real_h200_watch_torch_fragmentation.verdict.json").read_text())
+    assert [c["id"] for c in printed["causes"]][:2] == ["fragmentation", "memory_leak"]
+    _, items = telemetry.read_bounded_trace(
+        TRACES / "real_h200_watch_torch_fragmentation.trace.jsonl"
+    )
+    causes = watched_causes(items, printed["pid"], Ending("exited", 1))
+    assert [c.id for c in causes] == ["gpu_oom"]

@@ -1,0 +1,248 @@
+"""Record real failure output from GPU frameworks, each failure made on purpose.
+
+Run on a GPU machine (PyTorch, JAX and CuPy installed):
+
+    python3 tools/record_gpu_logs.py OUTDIR [SCENARIO...]
+    python3 tools/record_gpu_logs.py OUTDIR --watch SCENARIO...   (tfdoctor watch over each)
+
+Each scenario runs a small program that fails in a known way (the cause is known because the
+program was written to have it) and leaves ``OUTDIR/<name>.txt``: a header naming the command,
+the environment it changed, the exit status and the cause, then everything the program printed,
+unedited. A scenario that needs the card held by someone else starts a holder process first.
+These become diagnosis fixtures (tests/fixtures/logs/real_h200_*.txt) once looked at.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HOLDER = r"""
+import sys, time, torch
+x = torch.empty(int(float(sys.argv[1]) * 2**30), dtype=torch.uint8, device="cuda")
+print("holding", flush=True)
+time.sleep(120)
+"""
+
+TORCH_OOM = r"""
+import torch
+x = torch.ones(1, device="cuda")
+print("cuda ok:", torch.cuda.get_device_name(0), flush=True)
+big = torch.empty(int(300 * 2**30), dtype=torch.uint8, device="cuda")
+"""
+
+TORCH_ASK_20 = r"""
+import torch
+x = torch.ones(1, device="cuda")
+print("cuda ok:", torch.cuda.get_device_name(0), flush=True)
+y = torch.empty(int(20 * 2**30), dtype=torch.uint8, device="cuda")
+"""
+
+TORCH_FRAGMENT = r"""
+import torch
+free, total = torch.cuda.mem_get_info()
+print(f"free {free / 2**30:.1f} GiB of {total / 2**30:.1f} GiB", flush=True)
+# 6 MiB tensors share 20 MiB segments: keeping one of each three pins every segment
+keep, drop = [], []
+try:
+    while True:
+        for i in range(3):
+            t = torch.empty(6 * 2**20, dtype=torch.uint8, device="cuda")
+            (keep if i == 0 else drop).append(t)
+except torch.OutOfMemoryError:
+    pass
+drop.clear()
+print(f"allocated {torch.cuda.memory_allocated() / 2**30:.1f} GiB, "
+      f"reserved {torch.cuda.memory_reserved() / 2**30:.1f} GiB", flush=True)
+big = torch.empty(int(8 * 2**30), dtype=torch.uint8, device="cuda")
+"""
+
+TORCH_NO_GPU = r"""
+import torch
+print("torch", torch.__version__, "cuda available:", torch.cuda.is_available(), flush=True)
+x = torch.ones(1, device="cuda")
+"""
+
+JAX_OOM = r"""
+import jax, jax.numpy as jnp
+print("devices:", jax.devices(), flush=True)
+x = jnp.zeros((200 * 2**30 // 4,), jnp.float32)
+x.block_until_ready()
+"""
+
+JAX_START = r"""
+import jax, jax.numpy as jnp
+print("devices:", jax.devices(), flush=True)
+x = jnp.ones((4096, 4096)) @ jnp.ones((4096, 4096))
+x.block_until_ready()
+print("matmul ok", flush=True)
+y = jnp.zeros((5 * 2**30 // 4,), jnp.float32)
+y.block_until_ready()
+print("5 GiB ok", flush=True)
+"""
+
+JAX_LEAK = r"""
+import jax, jax.numpy as jnp
+dev = jax.devices()[0]
+history = []
+for step in range(10_000):
+    history.append(jnp.ones((4 * 2**30 // 4,), jnp.float32) * step)
+    history[-1].block_until_ready()
+    used = dev.memory_stats()["bytes_in_use"]
+    print(f"step {step}: bytes_in_use {used / 2**30:.2f} GiB", flush=True)
+"""
+
+CUPY_OOM = r"""
+import cupy as cp
+print("cupy", cp.__version__, cp.cuda.runtime.getDeviceProperties(0)["name"], flush=True)
+x = cp.empty(300 * 2**30, dtype=cp.uint8)
+"""
+
+PTXAS_GONE = r"""
+import jax, jax.numpy as jnp
+print("devices:", jax.devices(), flush=True)
+f = jax.jit(lambda a: jnp.tanh(a) @ a.T + 1)
+print(f(jnp.ones((512, 512))).block_until_ready()[0, 0], flush=True)
+"""
+
+# name -> (code, environment changes, GiB held by another process first, cause)
+SCENARIOS: dict[str, tuple[str, dict[str, str], float, str]] = {
+    "torch_oom": (TORCH_OOM, {}, 0, "gpu_oom: asked for 300 GiB on a 141 GiB card"),
+    "torch_other_process": (
+        TORCH_ASK_20,
+        {},
+        125,
+        "gpu_memory_contention: another process holds 125 GiB; this one asks for 20",
+    ),
+    "torch_fragmentation": (
+        TORCH_FRAGMENT,
+        {},
+        0,
+        "fragmentation: segments pinned by one live 6 MiB tensor each; then 8 GiB in one piece",
+    ),
+    "torch_no_gpu": (
+        TORCH_NO_GPU,
+        {"CUDA_VISIBLE_DEVICES": ""},
+        0,
+        "no_gpu_visible: CUDA_VISIBLE_DEVICES is empty",
+    ),
+    "jax_oom": (JAX_OOM, {}, 0, "gpu_oom: asked for 200 GiB on a 141 GiB card"),
+    "jax_other_process": (
+        JAX_START,
+        {},
+        125,
+        "gpu_memory_contention: another process holds 125 GiB before JAX preallocates 75%",
+    ),
+    "jax_leak": (JAX_LEAK, {}, 0, "memory_leak: every step keeps a new 4 GiB array"),
+    "jax_no_gpu": (
+        JAX_START,
+        {"CUDA_VISIBLE_DEVICES": ""},
+        0,
+        "no_gpu_visible: CUDA_VISIBLE_DEVICES is empty",
+    ),
+    "jax_no_gpu_cuda_asked": (
+        JAX_START,
+        {"CUDA_VISIBLE_DEVICES": "", "JAX_PLATFORMS": "cuda"},
+        0,
+        "no_gpu_visible: CUDA_VISIBLE_DEVICES is empty and JAX_PLATFORMS=cuda",
+    ),
+    "cupy_oom": (CUPY_OOM, {}, 0, "gpu_oom: asked for 300 GiB on a 141 GiB card"),
+    "jax_ptxas_gone": (
+        PTXAS_GONE,
+        {"PATH": "/usr/bin:/bin", "XLA_FLAGS": "--xla_gpu_cuda_data_dir=/nonexistent"},
+        0,
+        "xla_ptxas_libdevice (if it fails): no CUDA dir for XLA and no nvcc on PATH",
+    ),
+}
+
+
+def run(out: Path, name: str) -> None:
+    code, env_changes, held, cause = SCENARIOS[name]
+    holder = None
+    if held:
+        holder = subprocess.Popen(
+            [sys.executable, "-c", HOLDER, str(held)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        line = holder.stdout.readline() if holder.stdout else ""
+        if "holding" not in line:
+            print(f"{name}: holder did not start: {line}", flush=True)
+    env = {**os.environ, **env_changes}
+    start = time.monotonic()
+    try:
+        r = subprocess.run(
+            [sys.executable, "-c", code],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=90,
+        )
+        text, rc = r.stdout + r.stderr, str(r.returncode)
+    except subprocess.TimeoutExpired as exc:
+        text, rc = f"{exc.stdout or ''}{exc.stderr or ''}", "timeout"
+    finally:
+        if holder is not None:
+            holder.kill()
+            holder.wait()
+    header = [
+        f"# scenario: {name}",
+        f"# cause (made on purpose): {cause}",
+        f"# environment changed: {env_changes or 'nothing'}",
+        f"# another process held: {held} GiB" if held else "# another process held: nothing",
+        f"# exit status: {rc}, after {time.monotonic() - start:.1f} s",
+        "# program:",
+        *("#   " + line for line in code.strip().splitlines()),
+        "# output (stdout, then stderr):",
+    ]
+    (out / f"{name}.txt").write_text("\n".join(header) + "\n" + text)
+    print(f"{name}: exit {rc}, {len(text)} chars", flush=True)
+
+
+def watch(out: Path, name: str) -> None:
+    """`tfdoctor watch --json --record` over one scenario's program: the verdict it prints
+    (``watch_<name>.verdict.json``), its trace, and what the program printed."""
+    code, env_changes, held, _cause = SCENARIOS[name]
+    holder = None
+    if held:
+        holder = subprocess.Popen(
+            [sys.executable, "-c", HOLDER, str(held)], stdout=subprocess.PIPE, text=True
+        )
+        if holder.stdout is not None:
+            holder.stdout.readline()
+    try:
+        r = subprocess.run(
+            [sys.executable, "-m", "tfdoctor.gui.entry", "watch", "--json", "--record",
+             str(out / f"watch_{name}.trace.jsonl"), "--", sys.executable, "-c", code],
+            env={**os.environ, **env_changes},
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )  # fmt: skip
+        (out / f"watch_{name}.verdict.json").write_text(r.stdout)
+        (out / f"watch_{name}.stderr.txt").write_text(r.stderr)
+        print(f"watch {name}: exit {r.returncode}", flush=True)
+    finally:
+        if holder is not None:
+            holder.kill()
+            holder.wait()
+
+
+def main() -> int:
+    out = Path(sys.argv[1])
+    out.mkdir(parents=True, exist_ok=True)
+    names = [n for n in sys.argv[2:] if n != "--watch"] or list(SCENARIOS)
+    for name in names:
+        try:
+            (watch if "--watch" in sys.argv else run)(out, name)
+        except Exception as exc:  # noqa: BLE001 - one scenario's failure is its record
+            print(f"{name} FAILED: {type(exc).__name__}: {exc}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
