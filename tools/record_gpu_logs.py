@@ -108,6 +108,76 @@ f = jax.jit(lambda a: jnp.tanh(a) @ a.T + 1)
 print(f(jnp.ones((512, 512))).block_until_ready()[0, 0], flush=True)
 """
 
+# fills the card: 1 GiB pieces until refused, then 16 MiB pieces until refused
+FILLER = r"""
+import sys, time, torch
+held = []
+for size in (2**30, 2**24):
+    while True:
+        try:
+            held.append(torch.empty(size, dtype=torch.uint8, device="cuda"))
+        except torch.OutOfMemoryError:
+            break
+print("holding", flush=True)
+time.sleep(120)
+"""
+
+TORCH_FIRST_TENSOR = r"""
+import torch
+print("torch", torch.__version__, flush=True)
+x = torch.ones(1, device="cuda")
+print("cuda ok", flush=True)
+"""
+
+CUPY_ILLEGAL_ADDRESS = r"""
+import cupy as cp
+src = 'extern "C" __global__ void bad(float* p) { p[threadIdx.x + (1ull << 40)] = 1.0f; }'
+bad = cp.RawKernel(src, "bad")
+print("launching", flush=True)
+bad((1,), (32,), (cp.zeros(1, dtype=cp.float32),))
+cp.cuda.runtime.deviceSynchronize()
+print("no fault?", flush=True)
+"""
+
+# a kernel built for sm_75 machine code only (no PTX to compile for a newer GPU)
+OLD_ARCH_ONLY = r"""
+import os, shutil, subprocess, sys, tempfile
+src = '''
+#include <cstdio>
+__global__ void k(int* p) { p[0] = 42; }
+int main() {
+    int* d; cudaMalloc(&d, 4);
+    k<<<1, 1>>>(d);
+    cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess) {
+        fprintf(stderr, "kernel launch failed: %s (%s)\\n", cudaGetErrorString(e),
+                cudaGetErrorName(e));
+        return 1;
+    }
+    e = cudaDeviceSynchronize();
+    printf("sync: %s\\n", cudaGetErrorString(e));
+    return e != cudaSuccess;
+}
+'''
+d = tempfile.mkdtemp()
+open(os.path.join(d, "k.cu"), "w").write(src)
+nvcc = shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
+b = subprocess.run([nvcc, "-gencode", "arch=compute_75,code=sm_75", "-o", os.path.join(d, "k"),
+                    os.path.join(d, "k.cu")], capture_output=True, text=True)
+print("nvcc:", b.returncode, b.stdout + b.stderr, flush=True)
+r = subprocess.run([os.path.join(d, "k")], capture_output=True, text=True)
+print(r.stdout, end="", flush=True)
+print(r.stderr, end="", file=sys.stderr, flush=True)
+sys.exit(r.returncode)
+"""
+
+JAX_HUGE_INTERMEDIATE = r"""
+import jax, jax.numpy as jnp
+print("devices:", jax.devices(), flush=True)
+f = jax.jit(lambda x: jnp.sum(jnp.exp(x[:, None] * x[None, :])))
+print(f(jnp.ones((1_000_000,), jnp.float32)).block_until_ready(), flush=True)
+"""
+
 # name -> (code, environment changes, GiB held by another process first, cause)
 SCENARIOS: dict[str, tuple[str, dict[str, str], float, str]] = {
     "torch_oom": (TORCH_OOM, {}, 0, "gpu_oom: asked for 300 GiB on a 141 GiB card"),
@@ -150,6 +220,30 @@ SCENARIOS: dict[str, tuple[str, dict[str, str], float, str]] = {
         "no_gpu_visible: CUDA_VISIBLE_DEVICES is empty and JAX_PLATFORMS=cuda",
     ),
     "cupy_oom": (CUPY_OOM, {}, 0, "gpu_oom: asked for 300 GiB on a 141 GiB card"),
+    "torch_card_full_first_tensor": (
+        TORCH_FIRST_TENSOR,
+        {},
+        -1,
+        "gpu_memory_contention: another process filled the card before this one's first tensor",
+    ),
+    "cupy_illegal_address": (
+        CUPY_ILLEGAL_ADDRESS,
+        {},
+        0,
+        "illegal_memory_access_or_hw: a kernel writes 4 TiB past its buffer",
+    ),
+    "old_arch_only": (
+        OLD_ARCH_ONLY,
+        {},
+        0,
+        "unsupported_gpu_arch: a kernel built for sm_75 machine code only, run on sm_90",
+    ),
+    "jax_huge_intermediate": (
+        JAX_HUGE_INTERMEDIATE,
+        {},
+        0,
+        "gpu_oom: a jitted function whose 10^6 x 10^6 intermediate needs 4 TB",
+    ),
     "jax_ptxas_gone": (
         PTXAS_GONE,
         {"PATH": "/usr/bin:/bin", "XLA_FLAGS": "--xla_gpu_cuda_data_dir=/nonexistent"},
@@ -164,7 +258,7 @@ def run(out: Path, name: str) -> None:
     holder = None
     if held:
         holder = subprocess.Popen(
-            [sys.executable, "-c", HOLDER, str(held)],
+            [sys.executable, "-c", FILLER if held < 0 else HOLDER, str(held)],
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
@@ -193,7 +287,8 @@ def run(out: Path, name: str) -> None:
         f"# scenario: {name}",
         f"# cause (made on purpose): {cause}",
         f"# environment changed: {env_changes or 'nothing'}",
-        f"# another process held: {held} GiB" if held else "# another process held: nothing",
+        "# another process held: "
+        + ("nothing" if not held else "the whole card" if held < 0 else f"{held} GiB"),
         f"# exit status: {rc}, after {time.monotonic() - start:.1f} s",
         "# program:",
         *("#   " + line for line in code.strip().splitlines()),
@@ -210,7 +305,9 @@ def watch(out: Path, name: str) -> None:
     holder = None
     if held:
         holder = subprocess.Popen(
-            [sys.executable, "-c", HOLDER, str(held)], stdout=subprocess.PIPE, text=True
+            [sys.executable, "-c", FILLER if held < 0 else HOLDER, str(held)],
+            stdout=subprocess.PIPE,
+            text=True,
         )
         if holder.stdout is not None:
             holder.stdout.readline()

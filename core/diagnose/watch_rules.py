@@ -127,7 +127,9 @@ def _held_by_others(
     pid: int,
     ending: Ending,
     cause: Any,
-    span: tuple[float, float],
+    span: tuple[float, float] | None,
+    share: float = HELD_BY_OTHERS,
+    conf: float = 0.6,
 ) -> None:
     """The card never filled, but other processes held half of it or more at the end: an
     allocation bigger than what they left failed (PyTorch's OOM with 125 GiB of a 140 GiB H200
@@ -140,13 +142,13 @@ def _held_by_others(
         for p in g.get("procs") or []
         if isinstance(p.get("pid"), int) and p["pid"] != pid
     }
-    if not total or sum(held.values()) < HELD_BY_OTHERS * total:
+    if not total or sum(held.values()) < share * total:
         return
     top = sorted(held.items(), key=lambda kv: -kv[1])[:3]
     who = ", ".join(f"pid {opid} held {_gib(v)}" for opid, v in top)
     cause(
         "gpu_memory_contention",
-        0.6,
+        conf,
         [f"{who} of GPU {gpu}'s {_gib(total)} when pid {pid} {ending.words()} at {t:.0f} s"],
         span,
     )
@@ -231,6 +233,10 @@ def watched_causes(
             if g.get("index") == gpu and isinstance(g.get("used"), (int, float))
         ]
         mine = [(t, v) for t, _, v in rows if v > 0]
+        if rows and not mine and rows[-1][0] >= end_t - 2.0:
+            # it got none of this GPU: others holding all of it when it died can be why (its
+            # first CUDA call refused: real, tests/fixtures/traces/real_h200_watch_torch_card_*)
+            _held_by_others(rows, gpu, pid, ending, cause, window, share=WALL_FRACTION, conf=0.5)
         if not rows or not mine:
             continue  # the watched process held nothing here
         # up to its end: what others took after it died is not why it died

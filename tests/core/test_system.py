@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import FIXTURES
 from tfdoctor.core.factnames import is_known
 from tfdoctor.core.model import Facts, ProbeStatus
 from tfdoctor.core.probes import system
@@ -101,6 +102,18 @@ def test_parse_oom_kills_summary_without_killed_line_and_cap() -> None:
     assert len(capped) == 50
     assert capped[-1]["pid"] == 79  # most recent last
     assert parse_oom_kills(["oom_reaper: reaped process 5 (x), now anon-rss:0kB"]) == []
+
+
+def test_parse_xid_errors_of_a_real_h200() -> None:
+    # dmesg of a lent H200 after two kernels wrote far past their buffers (driver 580.159.04;
+    # tools/record_gpu_logs.py cupy_illegal_address)
+    lines = (FIXTURES / "logs" / "real_h200_dmesg_xid31.txt").read_text().splitlines()
+    xids = parse_xid_errors(lines)
+    assert [(x["xid"], x["pid"], x.get("process")) for x in xids] == [
+        (31, 669, "python3"),
+        (31, 830, "python3"),
+    ]
+    assert all(x["pci"] == "0000:00:06" for x in xids)
 
 
 def test_parse_xid_errors_real_formats() -> None:
