@@ -929,6 +929,7 @@ CSV_COLUMNS = ("t", "ram_used", "ram_total", "swap_used")
 def cmd_watch(args: argparse.Namespace) -> int:
 
     from tfdoctor.core.bench import observe
+    from tfdoctor.core.diagnose.watch_rules import preallocated_pool
     from tfdoctor.core.paths import state_dir
     from tfdoctor.core.probes import nvml
 
@@ -1009,6 +1010,9 @@ def cmd_watch(args: argparse.Namespace) -> int:
     elif not result.causes:
         print("No cause found in what the watch saw. Run it again under watch with the first "
               "cell (tfdoctor watch --first-cell) for TensorFlow's own numbers.")  # fmt: skip
+        pool = preallocated_pool(result.items, watched.pid)
+        if pool:
+            print(pool)
     for i, cause in enumerate(result.causes):
         print(f"{'Most likely' if i == 0 else 'Also'}: {cause.title} ({cause.confidence:.0%})")
         for ev in cause.evidence[:3]:

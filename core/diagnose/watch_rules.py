@@ -118,6 +118,43 @@ def _vram_of(sample: dict[str, Any], gpu: int, pid: int) -> int | None:
     return None
 
 
+PREALLOCATED = 0.6  # of the card, taken at once and held: a framework's own pool
+FLAT = 0.02  # of the card: how far that pool may move and still be flat
+POOL_WITHIN_S = 5.0  # after its first use of the GPU (the CUDA context comes first)
+
+
+def preallocated_pool(items: Iterable[tuple[str, dict[str, Any]]], pid: int) -> str | None:
+    """Why the VRAM series says nothing, when that is so: the process took most of a card at
+    once and held it unchanged (TensorFlow's default pool, JAX's 75%), so what it used inside
+    never showed (a real JAX leak on an H200 did just this: tests/fixtures/traces/
+    real_h200_watch_jax_leak.*). One line for people, or None."""
+    samples = _samples(items)
+    gpus = {g.get("index") for s in samples for g in s.get("gpus") or []}
+    for gpu in sorted(i for i in gpus if isinstance(i, int)):
+        held = [
+            (float(s["t"]), float(g.get("total") or 0), _vram_of(s, gpu, pid) or 0)
+            for s in samples
+            for g in s.get("gpus") or []
+            if g.get("index") == gpu and (_vram_of(s, gpu, pid) or 0) > 0
+        ]
+        big = [i for i, (_, total, v) in enumerate(held) if total and v >= PREALLOCATED * total]
+        if not big or held[big[0]][0] - held[0][0] > POOL_WITHIN_S:
+            continue  # never took most of the card, or grew into it: not a pool made at start
+        t0, total, level = held[big[0]]
+        values = [v for _, _, v in held[big[0] :]]
+        while len(values) > 1 and values[-1] < level - FLAT * total:
+            values.pop()  # the pool given back on its way out
+        if len(values) >= 3 and max(values) - min(values) <= FLAT * total:
+            return (
+                f"It took {_gib(level)} of GPU {gpu}'s {_gib(total)} ({level / total:.0%}) "
+                f"at once, {t0:.0f} s in, and held it unchanged: its framework reserves a pool "
+                "up front (TensorFlow's default, JAX's 75%), so the VRAM seen here cannot show "
+                "what it used. Watch it again with the pool off (TF_FORCE_GPU_ALLOW_GROWTH=true "
+                "for TensorFlow, XLA_PYTHON_CLIENT_PREALLOCATE=false for JAX)."
+            )
+    return None
+
+
 HELD_BY_OTHERS = 0.5  # of the card, held by other processes while the watched one died
 
 

@@ -51,6 +51,7 @@ from tfdoctor.core.bench.supervisor import (
     phase_label,
 )
 from tfdoctor.core.diagnose.combine import cause_finding, rank_severity
+from tfdoctor.core.diagnose.watch_rules import preallocated_pool
 from tfdoctor.core.model import Finding, Severity, Target
 from tfdoctor.core.paths import state_dir
 from tfdoctor.core.probes import nvml
@@ -650,6 +651,11 @@ class BenchPage(QWidget):
                 if e.how == "running"
                 else "No cause found in what the watch saw: run it again with the first cell "
                 "(Watch my notebook… shows it) for TensorFlow's own numbers."
+                + (
+                    f" {pool}"
+                    if (pool := preallocated_pool(result.items, result.watched.pid))
+                    else ""
+                )
             )
         self.progress.setRange(0, 1)
         self.progress.setValue(1)

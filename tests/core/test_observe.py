@@ -19,7 +19,7 @@ from tests.conftest import TRACES
 from tfdoctor.core import telemetry
 from tfdoctor.core.bench import memcg, observe
 from tfdoctor.core.diagnose.engine import diagnose
-from tfdoctor.core.diagnose.watch_rules import Ending, watched_causes
+from tfdoctor.core.diagnose.watch_rules import Ending, preallocated_pool, watched_causes
 
 MIB = 1 << 20
 NEEDS_MEMCG = pytest.mark.skipif(memcg.unavailable() is not None, reason="no memory cgroup")
@@ -408,3 +408,27 @@ def test_a_fill_to_the_wall_in_two_seconds_is_not_called_a_leak() -> None:
     )
     causes = watched_causes(items, printed["pid"], Ending("exited", 1))
     assert [c.id for c in causes] == ["gpu_oom"]
+
+
+@pytest.mark.parametrize(
+    ("trace", "pid", "pool"),
+    [
+        ("real_h200_watch_jax_leak", 620, "105.4 GiB of GPU 0's 140.4 GiB (75%) at once"),
+        ("real_h200_watch_torch_fragmentation", 778, None),  # grew into the card: no pool
+        ("real_h200_watch_torch_oom", 0, None),
+        ("real_h100_leak", 598, None),
+    ],
+)
+def test_a_pool_taken_at_start_and_held_flat_is_said_when_nothing_else_is(
+    trace: str, pid: int, pool: str | None
+) -> None:
+    """The real JAX leak's watch had no cause: JAX's pool hid it. The watch then says why the
+    VRAM shows nothing and how to watch it again."""
+    _, items = telemetry.read_bounded_trace(TRACES / f"{trace}.trace.jsonl")
+    if not pid:
+        pid = json.loads((TRACES / f"{trace}.verdict.json").read_text())["pid"]
+    said = preallocated_pool(items, pid)
+    if pool is None:
+        assert said is None
+    else:
+        assert said is not None and pool in said and "XLA_PYTHON_CLIENT_PREALLOCATE=false" in said

@@ -225,3 +225,26 @@ def test_a_saved_watch_comes_back_on_the_reproduce_page(  # type: ignore[no-unty
     w.go("diagnosis")
     qtbot.waitUntil(lambda: bool(w.diagnosis_page.causes.findings()), timeout=20_000)
     assert w.diagnosis_page.causes.findings()[0].id == "cause.gpu_memory_contention"
+
+
+def test_a_watch_with_nothing_seen_behind_a_pool_says_why(  # type: ignore[no-untyped-def]
+    qtbot, window: MainWindow, tmp_path: Path
+) -> None:
+    """A real H200 watch of a JAX leak, as the watch gave it before it read the command's
+    output: no cause. The page says that JAX's pool hid the VRAM and how to watch again."""
+    from tests.conftest import TRACES
+    from tfdoctor.core import telemetry
+    from tfdoctor.core.bench.observe import WatchResult
+    from tfdoctor.core.session import Session
+
+    verdict = json.loads((TRACES / "real_h200_watch_jax_leak.verdict.json").read_text())
+    _, items = telemetry.read_bounded_trace(TRACES / "real_h200_watch_jax_leak.trace.jsonl")
+    s = Session(door="watch")
+    s.watch = WatchResult.from_json({**verdict, "causes": []}, items)
+    w = window
+    _opened(qtbot, w, investigation.save(s, tmp_path / "watch.tfdoctor"))
+    w.go("reproduce")
+    said = w.bench_page.causes.placeholder_text()
+    assert said.startswith("No cause found in what the watch saw")
+    assert "105.4 GiB of GPU 0's 140.4 GiB (75%)" in said
+    assert "XLA_PYTHON_CLIENT_PREALLOCATE=false" in said
