@@ -2368,3 +2368,29 @@ def test_a_crashed_worker_or_session_alone_is_only_a_candidate() -> None:
     ):
         d = diagnose(line)
         assert d.causes and all(c.confidence <= 0.3 for c in d.causes)
+
+
+@pytest.mark.parametrize(
+    "log",
+    [
+        "LLVM Fatal Error while compiling target binary for module: jit_iota\n"
+        "Reason: PTX version 8.8 does not support target 'sm_107a'.\n"
+        "Minimum required PTX version is 9.4.\n",
+        "LLVM ERROR: ptx87 is required for target sm_120\nAborted (core dumped)\n",
+    ],
+)
+def test_xla_asking_a_ptx_too_old_for_the_gpu_is_a_gpu_newer_than_the_build(log: str) -> None:
+    assert diagnose(log).causes[0].id == "unsupported_gpu_arch"
+
+
+@pytest.mark.parametrize(
+    "log",
+    [
+        "NVRM: API mismatch: the client has the version 384.130, but\n"
+        "NVRM: this kernel module has the version 375.39.  Please\n"
+        "NVRM: make sure that this kernel module and all NVIDIA driver\n",
+        "tensorpack.utils.nvml.NvmlException: NVML_ERROR_LIB_RM_VERSION_MISMATCH\n",
+    ],
+)
+def test_the_kernel_module_and_driver_libraries_split_however_it_is_said(log: str) -> None:
+    assert diagnose(log).causes[0].id == "driver_too_old"
