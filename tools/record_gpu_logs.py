@@ -108,7 +108,8 @@ f = jax.jit(lambda a: jnp.tanh(a) @ a.T + 1)
 print(f(jnp.ones((512, 512))).block_until_ready()[0, 0], flush=True)
 """
 
-# fills the card: 1 GiB pieces until refused, then 16 MiB pieces until refused
+# fills the card: 1 GiB pieces until refused, then 16 MiB pieces until refused, then gives
+# back argv[1] GiB (a held value below 0 in SCENARIOS: -1 leaves nothing, -1.5 leaves 0.5 GiB)
 FILLER = r"""
 import sys, time, torch
 held = []
@@ -118,6 +119,9 @@ for size in (2**30, 2**24):
             held.append(torch.empty(size, dtype=torch.uint8, device="cuda"))
         except torch.OutOfMemoryError:
             break
+for _ in range(int(float(sys.argv[1]) * 64)):
+    held.pop()
+torch.cuda.empty_cache()
 print("holding", flush=True)
 time.sleep(120)
 """
@@ -169,6 +173,24 @@ r = subprocess.run([os.path.join(d, "k")], capture_output=True, text=True)
 print(r.stdout, end="", flush=True)
 print(r.stderr, end="", file=sys.stderr, flush=True)
 sys.exit(r.returncode)
+"""
+
+# a convolution (cuDNN) and a matrix product (cuBLAS): each library makes its handle and
+# workspace on first use, from what the card has left
+JAX_CONV = r"""
+import jax, jax.numpy as jnp
+print("devices:", jax.devices(), flush=True)
+x = jnp.ones((8, 64, 56, 56), jnp.float32)
+w = jnp.ones((64, 64, 3, 3), jnp.float32)
+y = jax.lax.conv_general_dilated(x, w, (1, 1), "SAME")
+print(y.block_until_ready().shape, flush=True)
+"""
+
+JAX_MATMUL = r"""
+import jax, jax.numpy as jnp
+print("devices:", jax.devices(), flush=True)
+a = jnp.ones((2048, 2048), jnp.float32)
+print((a @ a).block_until_ready()[0, 0], flush=True)
 """
 
 JAX_HUGE_INTERMEDIATE = r"""
@@ -226,6 +248,24 @@ SCENARIOS: dict[str, tuple[str, dict[str, str], float, str]] = {
         -1,
         "gpu_memory_contention: another process filled the card before this one's first tensor",
     ),
+    "jax_conv_card_full_half_gib_left": (
+        JAX_CONV,
+        {"XLA_PYTHON_CLIENT_PREALLOCATE": "false"},
+        -1.5,
+        "gpu_memory_contention: another process holds all but 0.5 GiB; JAX runs a convolution",
+    ),
+    "jax_conv_card_full_one_gib_left": (
+        JAX_CONV,
+        {"XLA_PYTHON_CLIENT_PREALLOCATE": "false"},
+        -2,
+        "gpu_memory_contention: another process holds all but 1 GiB; JAX runs a convolution",
+    ),
+    "jax_matmul_card_full_half_gib_left": (
+        JAX_MATMUL,
+        {"XLA_PYTHON_CLIENT_PREALLOCATE": "false"},
+        -1.5,
+        "gpu_memory_contention: another process holds all but 0.5 GiB; JAX multiplies matrices",
+    ),
     "cupy_illegal_address": (
         CUPY_ILLEGAL_ADDRESS,
         {},
@@ -258,7 +298,12 @@ def run(out: Path, name: str) -> None:
     holder = None
     if held:
         holder = subprocess.Popen(
-            [sys.executable, "-c", FILLER if held < 0 else HOLDER, str(held)],
+            [
+                sys.executable,
+                "-c",
+                FILLER if held < 0 else HOLDER,
+                str(-held - 1 if held < 0 else held),
+            ],
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
@@ -288,7 +333,13 @@ def run(out: Path, name: str) -> None:
         f"# cause (made on purpose): {cause}",
         f"# environment changed: {env_changes or 'nothing'}",
         "# another process held: "
-        + ("nothing" if not held else "the whole card" if held < 0 else f"{held} GiB"),
+        + (
+            "nothing"
+            if not held
+            else f"the whole card but {-held - 1} GiB"
+            if held < 0
+            else f"{held} GiB"
+        ),
         f"# exit status: {rc}, after {time.monotonic() - start:.1f} s",
         "# program:",
         *("#   " + line for line in code.strip().splitlines()),
@@ -305,7 +356,12 @@ def watch(out: Path, name: str) -> None:
     holder = None
     if held:
         holder = subprocess.Popen(
-            [sys.executable, "-c", FILLER if held < 0 else HOLDER, str(held)],
+            [
+                sys.executable,
+                "-c",
+                FILLER if held < 0 else HOLDER,
+                str(-held - 1 if held < 0 else held),
+            ],
             stdout=subprocess.PIPE,
             text=True,
         )

@@ -389,6 +389,7 @@ H200_LOGS = [
     ("torch_card_full_first_tensor", "gpu_memory_contention", ""),
     ("cupy_illegal_address", "illegal_memory_access_or_hw", ""),
     ("old_arch_only", "unsupported_gpu_arch", ""),
+    ("jax_card_full_at_start", "gpu_memory_contention", ""),
 ]  # fmt: skip
 
 
