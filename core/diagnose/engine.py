@@ -1407,7 +1407,14 @@ def _context_rules(
         name = model.groups[0].get("model", "this CPU").strip()
         note(
             "cpu_instructions_unsupported",
-            f"The CPU is an {name}, from a family without AVX, which TensorFlow's prebuilt "
+            f'The CPU is "{name}", the virtual CPU a QEMU/KVM guest gets by default, which '
+            "offers no AVX; TensorFlow's prebuilt binaries (1.6 and later) need it. Give the VM "
+            "the host's CPU model (host-passthrough)."
+            if "KVM" in name or "QEMU" in name
+            else "The CPU is of family 15 (a Pentium 4 or D, an AMD K8, or the kvm64 virtual "
+            "CPU), which has no AVX; TensorFlow's prebuilt binaries (1.6 and later) need it."
+            if name.startswith("cpu family")
+            else f"The CPU is an {name}, from a family without AVX, which TensorFlow's prebuilt "
             "binaries (1.6 and later) need.",
         )
 

@@ -2394,3 +2394,31 @@ def test_xla_asking_a_ptx_too_old_for_the_gpu_is_a_gpu_newer_than_the_build(log:
 )
 def test_the_kernel_module_and_driver_libraries_split_however_it_is_said(log: str) -> None:
     assert diagnose(log).causes[0].id == "driver_too_old"
+
+
+@pytest.mark.parametrize(
+    "model",
+    ["Common KVM processor", "QEMU Virtual CPU version 2.5+", "Intel(R) Pentium(R) 4 CPU 3.00GHz"],
+)
+def test_a_cpu_model_without_avx_after_an_import_that_ended_is_the_cpu(model: str) -> None:
+    # the crash line itself cut from the paste; the CPU's name in cpuinfo is left
+    log = f">>> import tensorflow as tf\n$ cat /proc/cpuinfo\nmodel name\t: {model}\n"
+    first = diagnose(log).causes[0]
+    assert first.id == "cpu_instructions_unsupported"
+    assert ("host-passthrough" in first.explanation) == ("Pentium" not in model)
+
+
+def test_a_virtual_cpu_given_avx_by_its_vm_is_not_blamed() -> None:
+    log = (
+        "model name\t: Common KVM processor\n"
+        "flags\t\t: fpu vme de pse tsc msr pae mce cx8 apic sep mtrr sse sse2 ssse3 sse4_1 avx\n"
+    )
+    assert not [c for c in diagnose(log).causes if c.id == "cpu_instructions_unsupported"]
+
+
+def test_cpuinfo_family_15_is_a_cpu_before_avx() -> None:
+    log = ">>> import tensorflow\n$ cat /proc/cpuinfo\nvendor_id\t: GenuineIntel\n"
+    log += "cpu family\t: 15\n"
+    first = diagnose(log).causes[0]
+    assert first.id == "cpu_instructions_unsupported" and "family 15" in first.explanation
+    assert not diagnose("cpu family\t: 6\nmodel\t\t: 158\n").causes
