@@ -293,24 +293,31 @@ SCENARIOS: dict[str, tuple[str, dict[str, str], float, str]] = {
 }
 
 
+def start_holder(name: str, held: float) -> subprocess.Popen[str] | None:
+    """Another process on the card first: holding `held` GiB, or (below 0) filling it and
+    giving back -held - 1 GiB. None when the scenario needs none."""
+    if not held:
+        return None
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            FILLER if held < 0 else HOLDER,
+            str(-held - 1 if held < 0 else held),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    line = holder.stdout.readline() if holder.stdout else ""
+    if "holding" not in line:
+        print(f"{name}: holder did not start: {line}", flush=True)
+    return holder
+
+
 def run(out: Path, name: str) -> None:
     code, env_changes, held, cause = SCENARIOS[name]
-    holder = None
-    if held:
-        holder = subprocess.Popen(
-            [
-                sys.executable,
-                "-c",
-                FILLER if held < 0 else HOLDER,
-                str(-held - 1 if held < 0 else held),
-            ],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
-        line = holder.stdout.readline() if holder.stdout else ""
-        if "holding" not in line:
-            print(f"{name}: holder did not start: {line}", flush=True)
+    holder = start_holder(name, held)
     env = {**os.environ, **env_changes}
     start = time.monotonic()
     try:
@@ -353,20 +360,7 @@ def watch(out: Path, name: str) -> None:
     """`tfdoctor watch --json --record` over one scenario's program: the verdict it prints
     (``watch_<name>.verdict.json``), its trace, and what the program printed."""
     code, env_changes, held, _cause = SCENARIOS[name]
-    holder = None
-    if held:
-        holder = subprocess.Popen(
-            [
-                sys.executable,
-                "-c",
-                FILLER if held < 0 else HOLDER,
-                str(-held - 1 if held < 0 else held),
-            ],
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        if holder.stdout is not None:
-            holder.stdout.readline()
+    holder = start_holder(name, held)
     try:
         r = subprocess.run(
             [sys.executable, "-m", "tfdoctor.gui.entry", "watch", "--json", "--record",
