@@ -330,7 +330,12 @@ def run(out: Path, name: str) -> None:
         )
         text, rc = r.stdout + r.stderr, str(r.returncode)
     except subprocess.TimeoutExpired as exc:
-        text, rc = f"{exc.stdout or ''}{exc.stderr or ''}", "timeout"
+        # what came before the timeout arrives as bytes even with text=True
+        parts = (exc.stdout, exc.stderr)
+        text = "".join(
+            x.decode("utf-8", "replace") if isinstance(x, bytes) else (x or "") for x in parts
+        )
+        rc = "timeout"
     finally:
         if holder is not None:
             holder.kill()
