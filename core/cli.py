@@ -953,12 +953,19 @@ def cmd_watch(args: argparse.Namespace) -> int:
         tf_file.parent.mkdir(parents=True, exist_ok=True)
         if command:
             env = {**os.environ, "TFDOCTOR_WATCH_FILE": str(tf_file)}
+            label = " ".join(" ".join(command).split())  # one line, whatever -c holds
             try:
                 # with --json, stdout is the verdict alone: the command's output goes to stderr
-                child, output = observe.start_command(command, env, json_mode=args.json)
+                child, output = observe.start_command(
+                    command,
+                    env,
+                    json_mode=args.json,
+                    announce=None
+                    if args.json
+                    else lambda: print(f"watching {label[:80]}; Ctrl-C stops", flush=True),
+                )
             except OSError as exc:
                 return _fail(f"cannot start {command[0]}: {exc.strerror or exc}")
-            label = " ".join(" ".join(command).split())  # one line, whatever -c holds
             watched = observe.Watched(child.pid, label[:80], child=child, output=output)
         else:
             watched = observe.resolve(args.pid, args.kernel)
@@ -974,7 +981,7 @@ def cmd_watch(args: argparse.Namespace) -> int:
     except OSError as exc:
         return _fail(f"{getattr(exc, 'filename', None) or 'watch'}: {exc.strerror or exc}")
     tty = sys.stdout.isatty() and not args.json
-    if not args.json:
+    if not args.json and not command:  # a command it started was announced as it started
         print(f"watching {watched.label}; Ctrl-C stops", flush=True)
 
     def tick(sample: dict[str, Any] | None) -> None:

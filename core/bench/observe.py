@@ -23,7 +23,7 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -145,10 +145,15 @@ class Output:
 
 
 def start_command(
-    command: list[str], env: Mapping[str, str], *, json_mode: bool = False
+    command: list[str],
+    env: Mapping[str, str],
+    *,
+    json_mode: bool = False,
+    announce: Callable[[], None] | None = None,
 ) -> tuple[subprocess.Popen[bytes], Output]:
     """Start a command to watch, its output passed through (with `json_mode`, its standard
-    output goes to standard error: standard output is the verdict's) and read.
+    output goes to standard error: standard output is the verdict's) and read. `announce` is
+    called once it started and before any of its output is passed on.
 
     Raises:
         OSError: it cannot be started.
@@ -160,6 +165,8 @@ def start_command(
     out_fd, err_fd = os.dup(child.stdout.fileno()), os.dup(child.stderr.fileno())
     child.stdout.close()
     child.stderr.close()
+    if announce is not None:
+        announce()
     err = getattr(sys.stderr, "buffer", None)
     out = err if json_mode else getattr(sys.stdout, "buffer", None)
     return child, Output({"stdout": (out_fd, out), "stderr": (err_fd, err)})

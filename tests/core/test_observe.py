@@ -289,6 +289,7 @@ def test_a_command_the_watch_starts_is_passed_through_and_its_own_error_explains
         timeout=120,
     )
     assert p.returncode == 0, p.stderr
+    assert p.stdout.startswith("watching ")  # said before anything the command printed
     printed = [ln for ln in p.stdout.splitlines() if ln.startswith("step ")]
     assert printed == [f"step {i}: bytes_in_use {4 * (i + 1)}.00 GiB" for i in range(12)]
     assert "ResourceExhaustedError: OOM when allocating" in p.stderr  # still where it went
