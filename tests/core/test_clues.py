@@ -2422,3 +2422,23 @@ def test_cpuinfo_family_15_is_a_cpu_before_avx() -> None:
     first = diagnose(log).causes[0]
     assert first.id == "cpu_instructions_unsupported" and "family 15" in first.explanation
     assert not diagnose("cpu family\t: 6\nmodel\t\t: 158\n").causes
+
+
+@pytest.mark.parametrize(
+    ("fragment", "cause"),
+    [
+        # the second half of a wrapped OOM line, its first half lost
+        ("/job:localhost/replica:0/task:0/device:GPU:0 by allocator GPU_0_bfc", "gpu_oom"),
+        # the NVIDIA container's banner without its first line
+        ("   Use 'nvidia-docker run' to start this container; see", "no_gpu_visible"),
+        # WSL 1's kernel: no GPU can be reached from it
+        ("Linux version 4.4.0-20150-Microsoft (Microsoft@Microsoft.com) #1000-Microsoft",
+         "no_gpu_visible"),
+        # the end of a compute-sanitizer report
+        ("=========     by thread (480,0,0) in block (46,0,0)\n"
+         "=========     and is 76641 bytes after the nearest allocation at 0x12ffff3200",
+         "illegal_memory_access_or_hw"),
+    ],
+)  # fmt: skip
+def test_what_is_left_of_a_paste_whose_key_line_was_cut(fragment: str, cause: str) -> None:
+    assert diagnose(fragment + "\n").causes[0].id == cause
