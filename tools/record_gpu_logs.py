@@ -193,6 +193,27 @@ a = jnp.ones((2048, 2048), jnp.float32)
 print((a @ a).block_until_ready()[0, 0], flush=True)
 """
 
+JAX_FRAGMENTATION = r"""
+import jax, jax.numpy as jnp
+dev = jax.devices()[0]
+print("devices:", jax.devices(), flush=True)
+limit = dev.memory_stats()["bytes_limit"]
+n = limit // 2**30 - 1  # leave less than 2 GiB at the pool's end
+arrs = []
+for _ in range(n):
+    a = jnp.ones((2**28,), jnp.float32)
+    a.block_until_ready()
+    arrs.append(a)
+for a in arrs[::2]:
+    a.delete()
+stats = dev.memory_stats()
+print(f"pool {limit / 2**30:.2f} GiB; {len(arrs[::2])} GiB freed in 1 GiB pieces; "
+      f"in use {stats['bytes_in_use'] / 2**30:.2f} GiB", flush=True)
+big = jnp.ones((2**31,), jnp.float32)  # 8 GiB in one piece (the pool's end keeps 2.85)
+big.block_until_ready()
+print("8 GiB in one piece: ok", flush=True)
+"""
+
 JAX_HUGE_INTERMEDIATE = r"""
 import jax, jax.numpy as jnp
 print("devices:", jax.devices(), flush=True)
@@ -265,6 +286,19 @@ SCENARIOS: dict[str, tuple[str, dict[str, str], float, str]] = {
         {"XLA_PYTHON_CLIENT_PREALLOCATE": "false"},
         -1.5,
         "gpu_memory_contention: another process holds all but 0.5 GiB; JAX multiplies matrices",
+    ),
+    "jax_fragmentation": (
+        JAX_FRAGMENTATION,
+        {"TF_CPP_MIN_LOG_LEVEL": "0"},
+        0,
+        "fragmentation: JAX's pool filled with 1 GiB arrays, every other one freed, then 8 GiB "
+        "asked for in one piece (the BFC allocator's summary printed: TF_CPP_MIN_LOG_LEVEL=0)",
+    ),
+    "jax_oom_summary": (
+        JAX_OOM,
+        {"TF_CPP_MIN_LOG_LEVEL": "0"},
+        0,
+        "gpu_oom: asked for 200 GiB, with the BFC allocator's summary printed",
     ),
     "cupy_illegal_address": (
         CUPY_ILLEGAL_ADDRESS,

@@ -1588,6 +1588,9 @@ _VERDICT_CAUSE = {
 }
 
 
+FRAGMENTED_POOL_NOT_OOM = 4.0
+
+
 def _bfc_rules(
     ooms: list[tuple[str, BfcOom]],
     hits: Mapping[str, _Hit],
@@ -1653,6 +1656,11 @@ def _bfc_rules(
         decided = True
         add(cause, 3.5, lines_of(src, oom))
         note(cause, oom.sentence())
+        if cause == "fragmentation":
+            # free memory enough in total, no piece big enough: the allocator's own numbers
+            # say the ask would have fitted, so the out-of-memory lines around it are not a
+            # workload too big (real: tests/fixtures/logs/real_h200_jax_fragmentation.txt)
+            add("gpu_oom", -FRAGMENTED_POOL_NOT_OOM)
         if cause == "gpu_memory_contention":  # the numbers are the OOM's, whoever held it
             add("gpu_oom", 0.5, lines_of(src, oom))
             note("gpu_oom", oom.sentence())

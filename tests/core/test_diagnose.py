@@ -390,6 +390,9 @@ H200_LOGS = [
     ("cupy_illegal_address", "illegal_memory_access_or_hw", ""),
     ("old_arch_only", "unsupported_gpu_arch", ""),
     ("jax_card_full_at_start", "gpu_memory_contention", ""),
+    ("jax_oom_summary", "gpu_oom", "the pool limit is 104.8 GiB, 256 B was in use"),
+    ("jax_fragmentation", "fragmentation",
+     "the largest free block was 2.9 GiB, 53.8 GiB was free in the pool in total"),
 ]  # fmt: skip
 
 
