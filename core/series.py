@@ -26,6 +26,19 @@ STYLES: dict[str, tuple[str, str, bool]] = {
     "tf_current": ("TF in use", "#9467bd", False),
     "tf_peak": ("TF peak", "#9467bd", True),
 }
+# whose RSS and VRAM the "Worker" series are: tfdoctor's own benchmark worker, or the user's
+# process a watch followed
+WORKER, WATCHED = "Worker", "Watched process"
+
+
+def style(key: str, process: str = WORKER) -> tuple[str, str, bool]:
+    """A series' legend name, colour and dash, its process named (`WORKER`, `WATCHED`)."""
+    label, colour, dashed = STYLES.get(key, (key, "#000000", False))
+    if label.startswith(WORKER + " "):
+        label = process + label[len(WORKER) :]
+    return label, colour, dashed
+
+
 GPU_COLOURS = ("#2ca02c", "#17becf", "#bcbd22", "#d62728")
 MARKER_COLOURS = {
     "phase": "#8c8c8c",

@@ -19,7 +19,15 @@ from PySide6.QtCore import Qt, QTimer
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QVBoxLayout, QWidget
 
 from tfdoctor.core import series
-from tfdoctor.core.series import GIB, GPU_COLOURS, MARKER_COLOURS, MIB, STYLES, format_bytes
+from tfdoctor.core.series import (
+    GIB,
+    GPU_COLOURS,
+    MARKER_COLOURS,
+    MIB,
+    WORKER,
+    format_bytes,
+)
+from tfdoctor.core.series import style as series_style
 
 log = logging.getLogger(__name__)
 
@@ -129,7 +137,9 @@ class TelemetryPlot(QWidget):
         self.clear()
 
     # -- data
-    def clear(self) -> None:
+    def clear(self, process: str = WORKER) -> None:
+        """Empty the plot; `process` names whose RSS and VRAM the next series are."""
+        self._process = process
         self._timer.stop()
         self.memory.clear()
         self.steps.clear()
@@ -239,7 +249,7 @@ class TelemetryPlot(QWidget):
             i = int(name[3:].split("_")[0])
             label, colour, dashed = f"GPU {i} used", GPU_COLOURS[i % len(GPU_COLOURS)], False
         else:
-            label, colour, dashed = STYLES.get(name, (name, "#000000", False))
+            label, colour, dashed = series_style(name, self._process)
         # 1-px (cosmetic) pens: Qt strokes wider lines several times slower (benchmarked)
         style = Qt.PenStyle.DashLine if dashed else Qt.PenStyle.SolidLine
         pen = pg.mkPen(colour, width=1, style=style)

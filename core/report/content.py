@@ -23,7 +23,7 @@ from tfdoctor.core.knowledge import catalog
 from tfdoctor.core.model import Evidence, Facts, Severity
 from tfdoctor.core.redact import Identity, Redactor, secret_values
 from tfdoctor.core.report import svgplot
-from tfdoctor.core.series import format_bytes
+from tfdoctor.core.series import WATCHED, WORKER, format_bytes
 from tfdoctor.core.session import Analysis, LogInput, Session
 
 SCHEMA = 1
@@ -474,7 +474,10 @@ def _plots(session: Session) -> list[Plot]:
     cap = options.memory_cap_mib * 2**20 if options and options.memory_cap_mib else None
 
     def add(pid: str, title: str, items: list[tuple[str, dict[str, Any]]]) -> None:
-        pic = svgplot.picture(items, cap if pid != "watch" else None)
+        watched = pid == "watch"
+        pic = svgplot.picture(
+            items, None if watched else cap, process=WATCHED if watched else WORKER
+        )
         if not pic.empty:
             shown = svgplot.svg(pic, title)
             plots.append(Plot(pid, title, shown, pic.alt(title), svgplot.legend(pic)))

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tfdoctor.core import series
-from tfdoctor.core.series import GPU_COLOURS, MARKER_COLOURS, STYLES, format_bytes
+from tfdoctor.core.series import GPU_COLOURS, MARKER_COLOURS, STYLES, WORKER, format_bytes, style
 
 MAX_POINTS = 400  # per series: each bucket keeps its lowest and highest value
 WIDTH, HEIGHT = 820, 300
@@ -46,7 +46,11 @@ class Picture:
         return f"{title}: {said}" if said else title
 
 
-def picture(items: Iterable[tuple[str, dict[str, Any]]], cap_bytes: float | None = None) -> Picture:
+def picture(
+    items: Iterable[tuple[str, dict[str, Any]]],
+    cap_bytes: float | None = None,
+    process: str = WORKER,
+) -> Picture:
     """The series, limits and markers of a run's telemetry items; `cap_bytes`: the memory
     cap the run had (a dashed line)."""
     cols = series.Columns()
@@ -93,7 +97,7 @@ def picture(items: Iterable[tuple[str, dict[str, Any]]], cap_bytes: float | None
             i = int(key[3:])
             label, colour, dashed = f"GPU {i} used", GPU_COLOURS[i % len(GPU_COLOURS)], False
         else:
-            label, colour, dashed = STYLES.get(key, (key, "#000000", False))
+            label, colour, dashed = style(key, process)
         lines.append(Line(label, colour, dashed, *_thin(xs, ys)))
     peaks = [(line.label, max(cols[k][1])) for k, line in zip(cols, lines, strict=True)]
     shown = {round(v): (label, v, c) for label, v, c in limits.values()}  # one line per value

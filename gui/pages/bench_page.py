@@ -56,7 +56,7 @@ from tfdoctor.core.model import Finding, Severity, Target
 from tfdoctor.core.paths import state_dir
 from tfdoctor.core.probes import nvml
 from tfdoctor.core.probes.targetrun import current_target
-from tfdoctor.core.series import format_bytes
+from tfdoctor.core.series import WATCHED, WORKER, format_bytes
 from tfdoctor.gui import assets, theme
 from tfdoctor.gui.bridges import BenchBridge, WatchBridge
 from tfdoctor.gui.findings_view import FindingsView
@@ -525,7 +525,7 @@ class BenchPage(QWidget):
         except (telemetry.TraceError, OSError) as exc:
             self._error(f"Cannot open the trace: {getattr(exc, 'strerror', None) or exc}")
             return False
-        self.plot.clear()
+        self.plot.clear(process=WATCHED if header.get("watch") else WORKER)
         self.progress.hide()
         self._phase, self._step = "", ""
         self._update_phase_label(with_time=False)
@@ -551,7 +551,7 @@ class BenchPage(QWidget):
         if self.running:
             return
         self.error_label.hide()
-        self.plot.clear()
+        self.plot.clear(process=WATCHED if result is None and watch is not None else WORKER)
         self.log_view.clear()
         self.causes.clear()
         self.outcome_label.setText("")
@@ -597,7 +597,7 @@ class BenchPage(QWidget):
         with contextlib.suppress(OSError):
             tf.parent.mkdir(parents=True, exist_ok=True)
         self.error_label.hide()
-        self.plot.clear()
+        self.plot.clear(process=WATCHED)
         self.causes.clear()
         self.causes.set_placeholder("When the watched process ends, why it ended appears here.")
         self.outcome_label.setText(f"Watching <b>{html.escape(watched.label)}</b>…")

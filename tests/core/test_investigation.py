@@ -289,6 +289,8 @@ def test_a_watch_recorded_on_a_real_h100_is_kept_and_reported(tmp_path: Path) ->
     assert a is not None and a.ranked[0].cause.id == "gpu_memory_contention"
     rep = content.build(opened.session, a)
     assert [p.id for p in rep.plots] == ["watch"] and "GPU 0 used" in rep.plots[0].alt
+    # the user's process, named as such (not tfdoctor's benchmark worker)
+    assert "Watched process RSS" in rep.plots[0].alt and "Worker" not in rep.plots[0].alt
     html_text = render.to_html(rep)
     assert "Watch of python3 (pid 490)" in html_text and "disappeared" in html_text
 

@@ -248,3 +248,6 @@ def test_a_watch_with_nothing_seen_behind_a_pool_says_why(  # type: ignore[no-un
     assert said.startswith("No cause found in what the watch saw")
     assert "105.4 GiB of GPU 0's 140.4 GiB (75%)" in said
     assert "XLA_PYTHON_CLIENT_PREALLOCATE=false" in said
+    # the user's own process, not tfdoctor's worker
+    legend = w.bench_page.plot.legend_names()
+    assert "Watched process VRAM" in legend and not [n for n in legend if "Worker" in n]
