@@ -21,6 +21,7 @@ import os
 import queue
 import signal
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -158,8 +159,6 @@ def start_command(
     Raises:
         OSError: it cannot be started.
     """
-    import sys
-
     child = subprocess.Popen(command, env=dict(env), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     assert child.stdout is not None and child.stderr is not None
     out_fd, err_fd = os.dup(child.stdout.fileno()), os.dup(child.stderr.fileno())

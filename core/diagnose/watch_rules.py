@@ -131,12 +131,13 @@ def preallocated_pool(items: Iterable[tuple[str, dict[str, Any]]], pid: int) -> 
     samples = _samples(items)
     gpus = {g.get("index") for s in samples for g in s.get("gpus") or []}
     for gpu in sorted(i for i in gpus if isinstance(i, int)):
-        held = [
+        rows = [
             (float(s["t"]), float(g.get("total") or 0), _vram_of(s, gpu, pid) or 0)
             for s in samples
             for g in s.get("gpus") or []
-            if g.get("index") == gpu and (_vram_of(s, gpu, pid) or 0) > 0
+            if g.get("index") == gpu
         ]
+        held = [row for row in rows if row[2] > 0]
         big = [i for i, (_, total, v) in enumerate(held) if total and v >= PREALLOCATED * total]
         if not big or held[big[0]][0] - held[0][0] > POOL_WITHIN_S:
             continue  # never took most of the card, or grew into it: not a pool made at start
