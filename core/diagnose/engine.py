@@ -1320,6 +1320,7 @@ def _context_rules(
     # uses; its F line is what a paste keeps least (it goes to stderr, or scrolls off)
     imported, crashed = hits.get("tf_import_statement"), hits.get("native_crash")
     aborted = [ln for ln in crashed.lines if _ABORT.search(ln[2])] if crashed else []
+    aborted += hits["aborted_localized"].lines if "aborted_localized" in hits else []
     started = _went_on(hits) or any(h in hits for h in ("fit_call", *_RAN_PAST_DEVICE_INIT))
     if aborted and not started:
         # a bare abort (not a segfault) before any work: TensorFlow's fatal log lines abort,

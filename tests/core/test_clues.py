@@ -682,6 +682,27 @@ def test_a_bare_abort_suspects_the_cpu_check_a_segfault_does_not() -> None:
     assert "cpu_instructions_unsupported" not in ranked("Segmentation fault (core dumped)\n")
 
 
+@pytest.mark.parametrize(
+    "line",
+    [
+        "已放弃 (核心已转储)",  # zh_CN
+        "中止 (コアダンプ)",  # ja
+        "Abgebrochen (Speicherabzug geschrieben)",  # de
+        "[1]+  Abgebrochen             python3 train.py",
+        "Аварийный останов (образ памяти сброшен на диск)",  # ru
+    ],
+    ids=["zh", "ja", "de", "de-job", "ru"],
+)
+def test_an_abort_in_the_shells_language_reads_as_bashs_english_one(line: str) -> None:
+    """A Chinese, Japanese, German or Russian shell says 'Aborted (core dumped)' in its own
+    words: after `import tensorflow` it is the CPU check, alone the same candidates."""
+    english = ">>> import tensorflow\nAborted (core dumped)\n"
+    local = f">>> import tensorflow\n{line}\n"
+    assert ranked(local)[:1] == ranked(english)[:1] == ["cpu_instructions_unsupported"]
+    assert ranked(line + "\n") == ranked("Aborted (core dumped)\n")
+    assert ranked(f"Der Lauf wurde {line.split()[0].lower()} und neu gestartet.\n") == []
+
+
 def test_a_huge_host_allocation_is_a_suspect_only_beside_a_failure() -> None:
     alloc = "tcmalloc: large alloc 6457049088 bytes == 0x4e70000 @  0x7f0ddb5c3001 0x7f0dd8bf8b85\n"
     assert ranked(alloc) == []  # it succeeded: a notice, not a failure
