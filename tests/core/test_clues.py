@@ -659,12 +659,13 @@ def test_a_gpu_named_or_a_cpu_set_in_code_is_not_a_missing_gpu() -> None:
         "subprocess.CalledProcessError: Command '['python', 'train.py']' returned non-zero exit "
         "status -11.\n",
         "The command '/bin/sh -c python test.py' returned a non-zero code: 139\n",
+        "*** Received signal 11 ***\n*** BEGIN MANGLED STACK TRACE ***\n",
     ],
-    ids=["pycharm-sigabrt", "zsh-segv", "subprocess-minus-11", "docker-build-139"],
+    ids=["pycharm-sigabrt", "zsh-segv", "subprocess-minus-11", "docker-build-139", "tf-handler"],
 )
 def test_a_native_crash_however_the_parent_reports_it_gives_candidates(line: str) -> None:
     """The same crash as bash's 'Segmentation fault (core dumped)' or 'Aborted (core dumped)',
-    only reported by the IDE, zsh, subprocess or docker: the same low-confidence candidates,
+    only reported by the IDE, zsh, subprocess, docker or TensorFlow's own crash handler: the same low-confidence candidates,
     never silence."""
     said = diagnose(line.encode()).causes
     abort = "SIGABRT" in line
