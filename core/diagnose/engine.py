@@ -1501,6 +1501,7 @@ def _context_rules(
     _torch_oom_rule(hits, add, note)
     _cpu_only_pip_rule(hits, add, note)
     _rocm_fault_rule(hits, add, note)
+    _died_loading_native_rule(hits, add, note)
 
     # BFC out-of-memory: the request size and the other clues tell the three causes apart.
     # cuDNN/cuBLAS handle failures plus a small device: someone else had the memory.
@@ -1899,6 +1900,34 @@ def _foreign_isa(stated: _Hit, forced: bool) -> tuple[tuple[str, int, str], str 
         if (isa is None and forced) or (isa is not None and isa.lower() not in TF_ROCM_ISAS):
             return where, isa
     return None
+
+
+FAULT_STACK_TOP = 3  # the frame that died is printed this close under the stack's header
+
+
+def _died_loading_native_rule(hits: Mapping[str, _Hit], add: Any, note: Any) -> None:
+    """Python's fault handler printed the stack of a thread that died creating an extension
+    module, and the line that named the signal is gone: the process died loading a native
+    library, which on `import tensorflow` is TensorFlow's own, and a CPU without AVX dies there
+    (SIGILL). Ranked just above a native crash's other candidates, no more."""
+    stack, top = hits.get("faulthandler_stack"), hits.get("faulthandler_loading_native")
+    if stack is None or top is None:
+        return
+    if any(sid in hits for sid in ("native_crash", "illegal_instruction", "windows_crash_code")):
+        return  # the signal is named: its own signatures say what it means
+    died = [
+        (src, n, text)
+        for src, n, text in top.lines
+        if any(s == src and 0 < n - m <= FAULT_STACK_TOP for s, m, _ in stack.lines)
+    ]
+    if died:
+        add("cpu_instructions_unsupported", 0.6, died[:1])
+        note(
+            "cpu_instructions_unsupported",
+            "Python died while loading a native library (importlib was creating an extension "
+            "module): on `import tensorflow` that is TensorFlow's, and a CPU without AVX dies "
+            "there. The line naming the signal is not in the paste.",
+        )
 
 
 def _rocm_fault_rule(hits: Mapping[str, _Hit], add: Any, note: Any) -> None:

@@ -665,8 +665,8 @@ def test_a_gpu_named_or_a_cpu_set_in_code_is_not_a_missing_gpu() -> None:
 )
 def test_a_native_crash_however_the_parent_reports_it_gives_candidates(line: str) -> None:
     """The same crash as bash's 'Segmentation fault (core dumped)' or 'Aborted (core dumped)',
-    only reported by the IDE, zsh, subprocess, docker or TensorFlow's own crash handler: the same low-confidence candidates,
-    never silence."""
+    only reported by the IDE, zsh, subprocess, docker or TensorFlow's own crash handler: the
+    same low-confidence candidates, never silence."""
     said = diagnose(line.encode()).causes
     abort = "SIGABRT" in line
     bash = diagnose(
@@ -702,6 +702,26 @@ def test_an_abort_in_the_shells_language_reads_as_bashs_english_one(line: str) -
     assert ranked(local)[:1] == ranked(english)[:1] == ["cpu_instructions_unsupported"]
     assert ranked(line + "\n") == ranked("Aborted (core dumped)\n")
     assert ranked(f"Der Lauf wurde {line.split()[0].lower()} und neu gestartet.\n") == []
+
+
+FAULT_STACK = "Current thread 0x00007ff4d54ef740 (most recent call first):\n"
+LOADING = (
+    '  File "<frozen importlib._bootstrap>", line 219 in _call_with_frames_removed\n'
+    '  File "<frozen importlib._bootstrap_external>", line 1166 in create_module\n'
+)
+
+
+def test_python_fault_handlers_stack_without_its_signal_line_is_a_native_crash() -> None:
+    """The fault handler's stack, its 'Fatal Python error: ...' line lost: a native crash's
+    candidates, not silence; dying while importlib loads a native module puts the CPU check
+    first; with the signal named, that line decides, not the frames."""
+    plain = FAULT_STACK + '  File "train.py", line 40 in <module>\n'
+    assert ranked(plain) == ranked("Segmentation fault (core dumped)\n")
+    said = diagnose((FAULT_STACK + LOADING).encode()).causes
+    assert said[0].id == "cpu_instructions_unsupported" and said[0].confidence <= 0.3
+    assert "loading a native library" in said[0].explanation
+    segv = "Fatal Python error: Segmentation fault\n\n" + FAULT_STACK + LOADING
+    assert ranked(segv) == ranked("Fatal Python error: Segmentation fault\n")
 
 
 def test_a_huge_host_allocation_is_a_suspect_only_beside_a_failure() -> None:
