@@ -651,8 +651,8 @@ _UNITS = {"": 1, "B": 1, "BYTES": 1, "K": 2**10, "KB": 10**3, "KIB": 2**10, "M":
 
 
 def _reading(value: str, unit: str) -> float | None:
-    try:
-        return float(value) * _UNITS.get(unit.upper(), 1)
+    try:  # a figure printed with thousands separators ("2,280.98") is read whole
+        return float(value.replace(",", "")) * _UNITS.get(unit.upper(), 1)
     except ValueError:
         return None
 

@@ -2167,6 +2167,17 @@ def test_a_memory_or_object_count_printed_under_any_name_rising_is_a_leak(line: 
     assert ranked(falling) == []  # the step's number rises, the reading does not
 
 
+def test_a_reading_with_its_unit_first_or_thousands_separators_is_read_whole() -> None:
+    """'Used GPU Memory MB 2,280.98': the unit before a bare figure, the figure with a thousands
+    separator; the leak's words quote the figures as printed, not the digits before a comma."""
+    mb = (2280.98, 2594.94, 2906.93, 3306.93, 3706.93)
+    log = "".join(f"Used GPU Memory MB {v:,.2f}\n" for v in mb)
+    said = diagnose(log.encode()).causes
+    assert said[0].id == "memory_leak"
+    assert "by 63%" in said[0].explanation  # 2,280.98 -> 3,706.93, not 2 -> 3
+    assert ranked("".join(f"Used GPU Memory MB {v:,.2f}\n" for v in mb[::-1])) == []
+
+
 def test_memory_given_back_or_a_count_of_times_is_not_a_reading() -> None:
     free = "".join(f"epoch {i}: RAM free: {gb} GB\n" for i, gb in enumerate((2, 4, 6, 8)))
     assert ranked(free) == []
