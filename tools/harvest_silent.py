@@ -32,7 +32,10 @@ def load(name: str) -> list[dict[str, str]]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--area", help="only lines of this area (tf2, down, mem, win, cont, old)")
+    ap.add_argument(
+        "--area",
+        help="only this area's lines (tf2 down mem win cont old mem2 host gpu2 hw2 libs2)",
+    )
     ap.add_argument("--with-cause", action="store_true", help="only where the thread said why")
     ap.add_argument("--blocks", action="store_true", help="the reading blocks, not the lines")
     args = ap.parse_args(argv)
