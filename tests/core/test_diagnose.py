@@ -1153,3 +1153,26 @@ def test_the_less_memory_was_free_at_start_the_surer_another_holder() -> None:
     assert "Only 0.3 of 10.9 GiB was free" in nearly_full[0].explanation
     held = {c.id: c.confidence for c in half_full}.get("gpu_memory_contention", 0.0)
     assert nearly_full[0].confidence > held
+
+
+def test_a_notebooks_json_output_deep_in_a_big_log_full_of_windows_paths_is_read_unescaped(
+    tmp_path: Path,
+) -> None:
+    """The JSON-escaped line end is looked for past the first chunk too, after more Windows
+    paths' backslashes than the reader checks one by one: the notebook's error is found and
+    shown as it was printed, not as its JSON string."""
+    windows = "I C:\\tf_jenkins\\workspace\\gpu_device.cc:1120] Found device 0\n" * 3000
+    filler = "1000/1000 [==============================] - 5s 5ms/step - loss: 0.3\n" * 80_000
+    cell = (
+        '   "text": [\n'
+        '    "2023-01-01 10:00:00: W tensorflow/core/common_runtime/bfc_allocator.cc:479] '
+        "Allocator (GPU_0_bfc) ran out of memory trying to allocate 2.00GiB (rounded to "
+        '2147483648)requested by op \\"Conv2D\\"\\n",\n'
+    )
+    log = tmp_path / "run.log"
+    log.write_text(filler + windows + cell, encoding="utf-8")
+    assert log.stat().st_size > 5 << 20  # past the first chunk
+    d = diagnose(log)
+    assert d.causes[0].id == "gpu_oom"
+    shown = [e.text for e in d.causes[0].evidence if "ran out of memory" in e.text]
+    assert shown and all('\\"' not in t and not t.endswith('\\n",') for t in shown)
