@@ -780,8 +780,13 @@ def _held_high(
 BARE_READINGS = 5
 BARE_GROWTH = 0.10
 BARE_SCAN_BYTES = 1 << 20  # an input this small whole: a paste, not a log file
-# a line that is one figure (four digits or more, or three and decimals), maybe quoted
-_BARE_LINE = re.compile(rb"(?m)^[ \t>]*(\d{4,}(?:\.\d+)?|\d{3}\.\d+)[ \t]*\r?$")
+# a line that is one figure (four digits or more, or three and decimals), maybe quoted, maybe
+# after the loop's counter (print(i, rss) writes "100 179.42", an f-string "i=100: 179.42",
+# "step 100: 179.42")
+_BARE_LINE = re.compile(
+    rb"(?m)^[ \t>]*(?:(?:[A-Za-z_]\w{0,15}[ \t]*[=#]?[ \t]*)?\d{1,7}"
+    rb"(?:[ \t]*[:=,)|][ \t]*|[ \t]+))?(\d{4,}(?:\.\d+)?|\d{3}\.\d+)[ \t]*\r?$"
+)
 
 
 def _bare_figures_rule(

@@ -2216,7 +2216,8 @@ def test_training_that_gets_slower_epoch_after_epoch_is_a_leak_candidate() -> No
 
 
 def test_a_rising_column_of_bare_figures_is_a_leak_candidate() -> None:
-    """print(process.memory_info().rss) after each call writes a figure and nothing else."""
+    """print(process.memory_info().rss) after each call writes a figure and nothing else (or
+    the loop's counter and it: print(i, rss))."""
     rss = "".join(f"{v}\n" for v in (8847736, 17060064, 25370520, 33237832, 41498512))
     found = diagnose(("import gc\n" + rss).encode()).causes
     assert [c.id for c in found if not c.look_alike] == ["memory_leak"]
@@ -2227,6 +2228,12 @@ def test_a_rising_column_of_bare_figures_is_a_leak_candidate() -> None:
     assert ranked(clock) == []  # seconds since 1970: too little growth to be anything
     assert ranked("".join(f"{v}\n" for v in (0.69, 0.61, 0.55, 0.52, 0.5))) == []  # a loss
     assert ranked(rss.replace("\n", " \n", 2)[: rss.index("25370520")]) == []  # two
+    mib = (153.28, 179.42, 182.41, 183.84, 186.25, 187.72)  # after the loop's counter
+    for form in ("i={i}: {v}", "{i} {v}", "step {i}: {v}"):
+        lines = "".join(form.format(i=100 * i, v=v) + "\n" for i, v in enumerate(mib))
+        assert ranked(lines)[:1] == ["memory_leak"], form
+    accuracy = (0.5, 0.6, 0.7, 0.75, 0.8, 0.85)
+    assert ranked("".join(f"epoch {i}: {v}\n" for i, v in enumerate(accuracy))) == []
 
 
 def test_memory_that_jumped_and_stayed_several_times_higher_is_a_leak_candidate() -> None:
