@@ -76,6 +76,7 @@ test-fast: $(DEV_STAMP)
 perf: $(DEV_STAMP)
 	$(BIN)/python tests/perf/bench_check.py
 	$(BIN)/python tests/perf/bench_diagnose.py
+	$(BIN)/python tests/perf/bench_patterns.py
 	$(BIN)/python tests/perf/bench_supervisor.py
 	$(BIN)/python tests/perf/bench_gui.py
 	$(BIN)/python tests/perf/bench_events.py

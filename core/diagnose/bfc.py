@@ -164,6 +164,9 @@ def tensor_nbytes(shape: Iterable[int], dtype: str) -> int | None:
     return size
 
 
+SIZE_DIGITS_MAX = 30  # digits (and a decimal point) of the largest size read
+
+
 @functools.lru_cache(maxsize=4096)  # dumps repeat the same few sizes thousands of times
 def parse_size(text: str) -> int | None:
     """Bytes in a size as TensorFlow prints it, exactly; None when it is not a size.
@@ -178,6 +181,8 @@ def parse_size(text: str) -> int | None:
     if m is None:
         return None
     number, prefix, _binary, _byte_word = m.groups()
+    if len(number) > SIZE_DIGITS_MAX:
+        return None  # no memory has that many bytes: junk, and int() or a float would choke
     mult = _UNITS[(prefix or "").upper()]
     whole, _dot, frac = number.partition(".")
     if not frac:

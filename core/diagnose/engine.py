@@ -785,7 +785,7 @@ BARE_SCAN_BYTES = 1 << 20  # an input this small whole: a paste, not a log file
 # "step 100: 179.42")
 _BARE_LINE = re.compile(
     rb"(?m)^[ \t>]*(?:(?:[A-Za-z_]\w{0,15}[ \t]*[=#]?[ \t]*)?\d{1,7}"
-    rb"(?:[ \t]*[:=,)|][ \t]*|[ \t]+))?(\d{4,}(?:\.\d+)?|\d{3}\.\d+)[ \t]*\r?$"
+    rb"(?:[ \t]*[:=,)|][ \t]*|[ \t]+))?(\d{4,39}(?:\.\d{1,39})?|\d{3}\.\d{1,39})[ \t]*\r?$"
 )
 
 

@@ -153,9 +153,23 @@ def clean(text: str) -> str:
     return text
 
 
+# a run of digits longer than any number a log prints (a byte count has 20 at most): junk, cut
+# short so that no reading of a number (int() refuses over 4,300 digits, a float overflows past
+# 308) stumbles on it
+DIGITS_KEPT = 39
+_LONG_DIGIT_RUN = re.compile(rf"\d{{{DIGITS_KEPT + 1},}}")
+
+
+def cap_digits(line: str) -> str:
+    """The line with each run of more than DIGITS_KEPT digits cut to that many and "…"."""
+    return _LONG_DIGIT_RUN.sub(lambda m: m.group()[:DIGITS_KEPT] + "\u2026", line)
+
+
 def clean_line(line: str) -> str:
     """One line without control bytes, colour codes, a log collector's prefix, quote prefixes
-    or backticks."""
+    or backticks, and no run of digits too long to be a number."""
+    if len(line) > DIGITS_KEPT and _LONG_DIGIT_RUN.search(line) is not None:
+        line = cap_digits(line)
     if not line.isprintable():
         line = _CONTROL.sub("", line)
     if "\x1b" in line:

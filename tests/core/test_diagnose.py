@@ -1176,3 +1176,36 @@ def test_a_notebooks_json_output_deep_in_a_big_log_full_of_windows_paths_is_read
     assert d.causes[0].id == "gpu_oom"
     shown = [e.text for e in d.causes[0].evidence if "ran out of memory" in e.text]
     assert shown and all('\\"' not in t and not t.endswith('\\n",') for t in shown)
+
+
+JUNK_DIGITS = "1" * 5000  # int() refuses more than 4,300 digits; a float overflows past 308
+DIGIT_JUNK = {
+    "bfc-listing": "W bfc_allocator.cc:275] Allocator (GPU_0_bfc) ran out of memory trying to "
+    "allocate 1.00GiB\nI bfc_allocator.cc:1040] InUse at 7f00 of size {d} next 1\n",
+    "oom-size": "W bfc_allocator.cc:275] Allocator (GPU_0_bfc) ran out of memory trying to "
+    "allocate {d}B\n",
+    "tensor-shape": "OOM when allocating tensor with shape[{d},3] and type float on "
+    "/job:localhost/replica:0/task:0/device:GPU:0 by allocator GPU_0_bfc\n",
+    "created-device": "I gpu_device.cc:1406] Created TensorFlow device "
+    "(/job:localhost/replica:0/task:0/device:GPU:{d} with {d} MB memory) -> physical GPU\n",
+    "device-memory": "Found device {d} with properties:\ntotalMemory: {d}GiB freeMemory: {d}GiB\n",
+    "nvidia-smi": "| N/A   34C    P0    43W / 117W |  {d}MiB / {d}MiB |      0%      Default |\n"
+    "|    0   N/A  N/A     12345      C   python     {d}MiB |\n",
+    "driver-versions": "I cuda_diagnostics.cc:200] libcuda reported version is: {d}.{d}.1\n"
+    "I cuda_diagnostics.cc:204] kernel reported version is: {d}.{d}.1\n",
+    "package-versions": "tensorflow=={d}.{d}\nCUDA Version {d}.0\nDriver Version: {d}.{d}\n",
+    "oom-kill": "Out of memory: Killed process {d} (python) total-vm:{d}kB, anon-rss:{d}kB\n",
+    "free": "Mem: {d} {d} {d}\nSwap: {d} {d} {d}\n",
+    "readings": "RSS: {d} MB\n" * 6,
+    "bare-figures": "{d}\n" * 6,
+}
+
+
+@pytest.mark.parametrize("log", list(DIGIT_JUNK.values()), ids=list(DIGIT_JUNK))
+def test_digit_runs_too_long_to_be_numbers_never_crash_the_diagnosis(log: str) -> None:
+    """Junk where a number is read (a corrupted or binary-ish file): Python's int() refuses a
+    string of more than 4,300 digits and a float overflows, so such a run is cut short before
+    anything reads it; the diagnosis ends, and what it shows of the line says it was cut."""
+    d = diagnose(log.format(d=JUNK_DIGITS).encode())
+    shown = [e.text for c in d.causes for e in c.evidence]
+    assert all(JUNK_DIGITS[:100] not in t for t in shown)
