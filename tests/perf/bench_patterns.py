@@ -32,7 +32,7 @@ FILLERS = ("a", "1", " ", "a ", "1 ", "a/", "a.", "1.", "1,", "x:", "=", "-", "\
 ANCHORS_TRIED = 3  # per signature: the first few (most anchor lists are variants of one text)
 EXAMPLES_TRIED = 2  # and lines it matches, the run put inside them
 GROWTH_TARGET = 8.0  # linear is 4 (the long line is 4x the short)
-FLOOR_MS = 2.0
+FLOOR_MS = 5.0  # shorter times are too noisy to compare (a quadratic pattern takes seconds)
 
 
 def lines(anchor: str, filler: str, size: int) -> list[str]:
