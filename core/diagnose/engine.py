@@ -1918,7 +1918,7 @@ def _died_loading_native_rule(hits: Mapping[str, _Hit], add: Any, note: Any) -> 
     stack, top = hits.get("faulthandler_stack"), hits.get("faulthandler_loading_native")
     if stack is None or top is None:
         return
-    if any(sid in hits for sid in ("native_crash", "illegal_instruction", "windows_crash_code")):
+    if any(sid in hits for sid in known_signatures.signature("faulthandler_stack").echo_of):
         return  # the signal is named: its own signatures say what it means
     died = [
         (src, n, text)

@@ -168,7 +168,7 @@ def cap_digits(line: str) -> str:
 def clean_line(line: str) -> str:
     """One line without control bytes, colour codes, a log collector's prefix, quote prefixes
     or backticks, and no run of digits too long to be a number."""
-    if len(line) > DIGITS_KEPT and _LONG_DIGIT_RUN.search(line) is not None:
+    if len(line) > DIGITS_KEPT:
         line = cap_digits(line)
     if not line.isprintable():
         line = _CONTROL.sub("", line)
