@@ -26,6 +26,7 @@ from tfdoctor.core.diagnose.logfacts import (
     RUNTIME_LIB,
     TOOLKIT_LIB,
     Stated,
+    brief_cudnn,
     cuda_soname,
     fact_rules,
     read_stated,
@@ -1103,7 +1104,9 @@ def _context_rules(
                     f"{lib} is part of the NVIDIA driver, not of CUDA: the "
                     "driver is missing here (or the container was started without the GPU).",
                 )
-            elif (pinned := _one_cuda_named(lib, want := cuda_soname(lib))) is not None:
+            elif (
+                pinned := _one_cuda_named(lib, want := cuda_soname(lib)) or brief_cudnn(lib)
+            ) is not None:
                 # the file name says which CUDA the build needs: another one is installed
                 lib_add(lib, "cuda_cudnn_version_mismatch", 2.6, line)
                 lib_add(lib, "missing_cuda_libs", 2.2, line)

@@ -62,6 +62,35 @@ def cuda_soname(lib: str) -> tuple[int, int | None] | None:
     return int(dy), int(dy_minor)
 
 
+# a cuDNN major that this many TF release series or fewer were built with, and a later major
+# replaced, was a short-lived requirement: cuDNN 5.1 (TF 1.0 - 1.2) and 6 (TF 1.3 - 1.4)
+CUDNN_BRIEF_SERIES = 3
+
+
+def brief_cudnn(lib: str) -> str | None:
+    """What a cuDNN library's file name pins down when only a few TF releases, long since
+    replaced, were built with its major (the tested-build table): most who lack it have
+    another cuDNN installed. None for any other library, or a major many releases used."""
+    if not _CUDNN_LIB.search(lib) or (want := cuda_soname(lib)) is None:
+        return None
+    try:
+        compat = load_compat()
+    except KnowledgeError:
+        return None
+    series = compat.tf_series_with_cudnn(want[0])
+    if (
+        not series
+        or len(series) > CUDNN_BRIEF_SERIES
+        or not compat.tf_series_with_cudnn(want[0] + 1)
+    ):
+        return None
+    first, last = series[0], series[-1]
+    return (
+        f": only TensorFlow {first[0]}.{first[1]} to {last[0]}.{last[1]} were built with cuDNN "
+        f"{want[0]}, and another cuDNN is likely installed."
+    )
+
+
 @dataclass(frozen=True)
 class Stated:
     """What the log states about the machine (None: not stated)."""

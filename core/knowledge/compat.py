@@ -127,6 +127,16 @@ class Compat:
         old = None if key is None else self._tested_by_series.get(key)
         return None if old is None else (old.cuda, old.cudnn)
 
+    def tf_series_with_cudnn(self, major: int) -> list[tuple[int, int]]:
+        """The TF release series built and tested with this cuDNN major, oldest first: ``6``
+        answers ``[(1, 3), (1, 4)]``, a major no tested build used ``[]``."""
+        found: set[tuple[int, int]] = set()
+        for row in (*self.tf_builds, *self.tf_tested):
+            series = series_of(row.tf_version)
+            if series is not None and row.cudnn.split(".")[0] == str(major):
+                found.add(series)
+        return sorted(found)
+
     def python_supported(self, tf_version: str, python_version: str) -> bool | None:
         """Say whether a Python version is in the tested range of a TF release.
 

@@ -743,6 +743,18 @@ def test_tested_cuda_from_1_0_on(
     assert (req.minimum if req else None) == driver
 
 
+@pytest.mark.parametrize(
+    ("major", "series"),
+    [(5, [(1, 0), (1, 1), (1, 2)]), (6, [(1, 3), (1, 4)]), (9, [(2, 18), (2, 19), (2, 20), (2, 21)]),
+     (4, [])],
+)  # fmt: skip
+def test_releases_built_with_a_cudnn_major(
+    compat: Compat, major: int, series: list[tuple[int, int]]
+) -> None:
+    assert compat.tf_series_with_cudnn(major) == series
+    assert (2, 16) in compat.tf_series_with_cudnn(8) and (1, 15) in compat.tf_series_with_cudnn(7)
+
+
 _TESTED_ROW = """
 [[tf_tested]]
 tf_version = "{version}"

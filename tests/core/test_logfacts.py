@@ -131,6 +131,10 @@ def test_a_gpu_too_old_for_any_tensorflow_needs_no_version(device: str, sure: bo
 # --------------------------------------------- the CUDA / cuDNN installed against what TF asks for
 NVCC = "nvcc: NVIDIA (R) Cuda compiler driver\nCuda compilation tools, release {v}, V{v}.85\n"
 IMPORT_FAILS = "ImportError: {lib}: cannot open shared object file: No such file or directory\n"
+WINDOWS_DSO = (
+    "I c:\\tf_jenkins\\home\\workspace\\release-win\\tensorflow\\stream_executor\\"
+    "dso_loader.cc:126] Couldn't open CUDA library {lib}\n"
+)
 
 
 def test_another_cuda_installed_than_the_library_asks_for_is_a_mismatch() -> None:
@@ -139,6 +143,41 @@ def test_another_cuda_installed_than_the_library_asks_for_is_a_mismatch() -> Non
     cause, _, text = got
     assert cause == "cuda_cudnn_version_mismatch"
     assert "CUDA 9.1 installed" in text and "libcublas.so.9.0" in text and "CUDA 9.0" in text
+
+
+@pytest.mark.parametrize(
+    ("log", "releases"),
+    [
+        (IMPORT_FAILS.format(lib="libcudnn.so.6"), "1.3 to 1.4"),
+        (IMPORT_FAILS.format(lib="libcudnn.so.5"), "1.0 to 1.2"),
+        (WINDOWS_DSO.format(lib="cudnn64_5.dll"), "1.0 to 1.2"),
+    ],
+)
+def test_a_cudnn_only_a_few_old_releases_used_is_a_mismatch(log: str, releases: str) -> None:
+    """cuDNN 5.1 and 6 were each required by a few TF 1.x releases and soon replaced: most who
+    lacked them had another cuDNN installed (the tested-build table says which releases)."""
+    got = first(log)
+    assert got is not None
+    cause, _, text = got
+    assert cause == "cuda_cudnn_version_mismatch"
+    assert f"only TensorFlow {releases} were built with cuDNN" in text
+
+
+@pytest.mark.parametrize(
+    "log",
+    [
+        IMPORT_FAILS.format(lib="libcudnn.so.7"),
+        IMPORT_FAILS.format(lib="libcudnn.so.8"),
+        IMPORT_FAILS.format(lib="libcudnn.so.9"),
+        WINDOWS_DSO.format(lib="cudnn64_8.dll"),
+    ],
+)
+def test_a_cudnn_many_releases_used_reads_as_not_found(log: str) -> None:
+    """cuDNN 7 served TF 1.5 to 2.3, 8 served 2.4 to 2.17 and 9 is current: lacking one is
+    most often not having it installed (or not on the path)."""
+    got = first(log)
+    assert got is not None and got[0] == "missing_cuda_libs"
+    assert "were built with cuDNN" not in got[2]
 
 
 def test_the_cuda_asked_for_installed_but_not_found_is_a_path_problem() -> None:
