@@ -4,14 +4,16 @@ one long line of junk, and for minutes on a file of them).
 
 Each signature's pattern (and its parts) is searched in lines that hold one of its anchors in
 a long run of one filler ("aaaa", "1111", "a a ", "a/a/", "1,1,", ...), the anchor at the
-start, the middle and the end, and in its own examples with the run put between their words,
-once at SHORT characters and once at LONG (4x). A pattern whose
+start, the middle and the end, in its own examples with the run put between their words, and
+in the first words of its examples followed by the run and nothing the pattern wants (where
+a pattern's runs of optional parts all try to take the run before it fails), once at SHORT
+characters and once at LONG (4x). A pattern whose
 time grows linearly takes about 4x as long on the long line; one that backtracks
 quadratically about 16x. Growth is measured side by side in one run and judged only where the
 long line takes more than FLOOR_MS (shorter times are noise). Then the same end to end: a
 paste of one such line per signature, for each filler, through the whole diagnosis (the
 reader's repairs and prefixes, every rule). Target: the worst growth <= 8.
-Usage: python tests/perf/bench_patterns.py [--short 4000]
+Usage: python tests/perf/bench_patterns.py [--short 4000] [--only SIGNATURE_ID]
 """
 
 from __future__ import annotations
@@ -49,6 +51,15 @@ def inside(example: str, filler: str, size: int) -> list[str]:
     return [example[:i] + run + example[i:] for i in (cuts[0], cuts[len(cuts) // 2], cuts[-1])]
 
 
+def cut(example: str, filler: str, size: int) -> list[str]:
+    """The first words of a line the pattern matches, then the run, then nothing it wants:
+    "Step 100:" and 4,000 spaces, where a pattern whose optional spaces and separators
+    are many ways to split one run backtracks through all of them before it gives up."""
+    run = (filler * (size // len(filler) + 1))[:size]
+    cuts = [i for i, ch in enumerate(example) if ch == " "] or [len(example) // 2]
+    return [example[:i] + run + "~" for i in (cuts[0], cuts[len(cuts) // 2], cuts[-1])]
+
+
 def worst_time(pattern: re.Pattern[str], texts: list[str]) -> float:
     best_of = []
     for text in texts:
@@ -70,14 +81,18 @@ def _timed(func: object, arg: bytes) -> float:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--short", type=int, default=4000, help="the short line's length")
+    ap.add_argument("--only", help="one signature (its id): a quick check of a pattern")
     args = ap.parse_args()
     short, long_ = args.short, 4 * args.short
     rows = []  # (growth, long ms, signature, filler)
     checked = 0
     for sig in signatures():
+        if args.only and sig.id != args.only:
+            continue
         patterns = [sig.pattern, *sig.parts.values()]
         seeds = [(lines, a) for a in sig.anchors[:ANCHORS_TRIED]]
         seeds += [(inside, e) for e in sig.examples[:EXAMPLES_TRIED]]
+        seeds += [(cut, e) for e in sig.examples]  # every example: each alternative's words
         for make, seed in seeds:
             for filler in FILLERS:
                 for pattern in patterns:
