@@ -131,9 +131,11 @@ class Compat:
         """The TF release series built and tested with this cuDNN major, oldest first: ``6``
         answers ``[(1, 3), (1, 4)]``, a major no tested build used ``[]``."""
         found: set[tuple[int, int]] = set()
-        for row in (*self.tf_builds, *self.tf_tested):
-            series = series_of(row.tf_version)
-            if series is not None and row.cudnn.split(".")[0] == str(major):
+        rows: list[tuple[str, str]] = [(b.tf_version, b.cudnn) for b in self.tf_builds]
+        rows += [(t.tf_version, t.cudnn) for t in self.tf_tested]
+        for tf_version, cudnn in rows:
+            series = series_of(tf_version)
+            if series is not None and cudnn.split(".")[0] == str(major):
                 found.add(series)
         return sorted(found)
 

@@ -745,8 +745,8 @@ def test_tested_cuda_from_1_0_on(
 
 @pytest.mark.parametrize(
     ("major", "series"),
-    [(5, [(1, 0), (1, 1), (1, 2)]), (6, [(1, 3), (1, 4)]), (9, [(2, 18), (2, 19), (2, 20), (2, 21)]),
-     (4, [])],
+    [(5, [(1, 0), (1, 1), (1, 2)]), (6, [(1, 3), (1, 4)]),
+     (9, [(2, 18), (2, 19), (2, 20), (2, 21)]), (4, [])],
 )  # fmt: skip
 def test_releases_built_with_a_cudnn_major(
     compat: Compat, major: int, series: list[tuple[int, int]]
