@@ -701,6 +701,9 @@ MEMORY_SERIES = (
     "memory_percent",
     "memory_info_current",
     "heap_profile_in_use",
+    "tracemalloc_total",
+    "tasklist_mem",
+    "gputil_mem",
 )
 
 

@@ -543,6 +543,9 @@ def test_memory_that_keeps_growing_is_a_leak_and_flat_memory_is_not() -> None:
         "Dumping heap profile to /root/prof.{i:04d}.heap ({v:.0f} MB currently in use)",
         "eta=15.1 ====>---- acc=0.0859 loss=185.81 # batchEnd of tensors: {v:.0f}",
         "usage:  {v:.0f}000 KB",
+        # tools people run to watch memory: tracemalloc's total, Windows' tasklist
+        "Total allocated size: {v:.1f} KiB",
+        "python.exe                    4242 Console                    1 {v:>8,.0f},512 K",
     ],
 )
 def test_memory_under_other_names_that_keeps_growing_is_a_leak(template: str) -> None:
@@ -550,6 +553,17 @@ def test_memory_under_other_names_that_keeps_growing_is_a_leak(template: str) ->
     flat = "".join(template.format(i=i, v=800 + (i % 2)) + "\n" for i in range(6))
     assert _ids(growing)[:1] == ["memory_leak"]
     assert _ids(flat) == []
+
+
+def test_gputil_tables_whose_memory_column_keeps_rising_are_a_leak() -> None:
+    """GPUtil.showUtilization() after each call: a table whose memory column (its third)
+    rises call after call; the load column (its second) going up and down says nothing."""
+    head = "| ID | GPU | MEM |\n------------------\n"
+    loads, mems = [3, 97, 12, 88, 40, 91], [21, 27, 33, 40, 46, 52]
+    rising = "".join(f"{head}|  0 | {a}% | {m}% |\n" for a, m in zip(loads, mems, strict=True))
+    held = "".join(f"{head}|  0 | {a}% | 21% |\n" for a in loads)
+    assert _ids(rising)[:1] == ["memory_leak"]
+    assert _ids(held) == []
 
 
 def test_memory_that_climbs_in_steps_to_the_end_is_a_leak_and_a_warm_up_is_not() -> None:
