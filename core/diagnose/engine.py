@@ -1110,7 +1110,8 @@ def _context_rules(
             elif (
                 pinned := _one_cuda_named(lib, want := cuda_soname(lib)) or brief_cudnn(lib)
             ) is not None:
-                # the file name says which CUDA the build needs: another one is installed
+                # the file name says which CUDA (or short-lived cuDNN) the build needs:
+                # another one is installed
                 lib_add(lib, "cuda_cudnn_version_mismatch", 2.6, line)
                 lib_add(lib, "missing_cuda_libs", 2.2, line)
                 note("cuda_cudnn_version_mismatch", f"TensorFlow looks for {lib}{pinned}")
