@@ -12,8 +12,9 @@ Sample (kind "sample"): {t, ram_used, ram_total, ram_available, swap_used, swap_
 rss: {pid: bytes (with its children)}, gpus: [{index, used, total, util, temp_c, power_w,
 throttle, procs: [{pid, used}]}] (absent without NVML), nvml: "stalled" while a call hangs}.
 TF memory (kind "tf"): {t, device: {current, peak}}. Step (kind "step"): {t, step, step_s,
-examples_per_s}. Marker (kind "marker"): {t, label, category}. Limit (kind "limit"): {t, key,
-label, value} (a memory cap the run is under, in bytes).
+examples_per_s, rss (the worker's own, when it says)}. Marker (kind "marker"): {t, label,
+category}. Limit (kind "limit"): {t, key, label, value} (a memory cap the run is under, in
+bytes).
 """
 
 from __future__ import annotations

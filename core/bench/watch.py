@@ -357,6 +357,7 @@ class Supervisor:
                         "step": rec.get("step"),
                         "step_s": rec.get("step_s"),
                         "examples_per_s": rec.get("examples_per_s"),
+                        "rss": rec.get("rss"),
                     },
                 )
             elif kind == "oom":

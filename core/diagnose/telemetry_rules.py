@@ -16,6 +16,7 @@ from tfdoctor.core.series import TF_IN_USE, WORKER_RSS, memory_series
 LEAK_MIN_GROWTH = 64 << 20  # bytes over the steady state
 LEAK_MIN_FRACTION = 0.15  # of the starting level
 LEAK_MIN_R2 = 0.8
+LEAK_MIN_READINGS = 10  # of one series along the steady state
 TRACING_FACTOR = 10.0  # the first step this many times a normal step
 RETRACE_MIN_S = 0.1  # a later step slower than this (and the factor) was traced again
 RETRACE_OF_FIRST = 0.25  # a later step at least this part of the first step's time
@@ -56,13 +57,24 @@ def telemetry_causes(
         ev = tuple(Evidence(text, source="telemetry", at=at) for text in evidence)
         return Cause(cid, round(confidence, 2), c.title, c.explanation, ev, c.fixes)
 
-    # a leak: the worker's memory (RSS, or TF's in-use) climbs along the steady state
+    # a leak: the worker's memory (RSS, or TF's in-use) climbs along the steady state; the
+    # RSS each step record carries is read more often than the sampler's, and decides a
+    # short run the samples are too few for
     if steady_at is not None:
         end_t = steps[-1]["t"] if steps else None
         found = memory_series(items, since_t=steady_at, until_t=end_t)
-        for name, key in (("RSS", WORKER_RSS), ("TF in use", TF_IN_USE)):
-            xs, ys = found.get(key, ([], []))
-            if len(xs) < 10:
+        at_steps = [
+            (float(s["t"]), float(s["rss"]))
+            for s in steps
+            if s["t"] >= steady_at and isinstance(s.get("rss"), (int, float))
+        ]
+        step_rss = ([x for x, _ in at_steps], [y for _, y in at_steps])
+        for name, (xs, ys) in (
+            ("RSS", found.get(WORKER_RSS, ([], []))),
+            ("TF in use", found.get(TF_IN_USE, ([], []))),
+            ("RSS", step_rss),
+        ):
+            if len(xs) < LEAK_MIN_READINGS:
                 continue
             slope, r2 = fit_line(xs, ys)
             growth = ys[-1] - ys[0]

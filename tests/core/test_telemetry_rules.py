@@ -51,6 +51,28 @@ def test_a_real_leak_and_real_retracing_are_seen_in_the_telemetry_a_clean_run_is
     assert "traced again" in causes[0].evidence[0].text
 
 
+@pytest.mark.slow
+def test_a_leak_in_a_run_too_short_for_the_sampler_is_seen_in_its_steps(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A real leaking run of about 1.5 s at the app's sampling interval (0.25 s) has fewer
+    samples than a leak needs; the RSS its step records carry (one per 0.1 s) decides it."""
+    monkeypatch.setenv("TFDOCTOR_STATE_DIR", str(tmp_path))
+    config = BenchConfig(preset="cnn", input_shape=(32, 32, 3), batch_size=16, steps=200,
+                         device="cpu", fault="leak", fault_at_step=1)  # fmt: skip
+    tl = telemetry.Timeline()
+    res = run_bench(
+        current_target(), config, SupervisorOptions(sample_every_s=0.25, guard_mib=0), timeline=tl
+    )
+    assert res.outcome.status == "completed", res.outcome.detail
+    items = [item for _, item in tl.since(0)]
+    steps = [i for k, i in items if k == "step"]
+    assert steps and all(isinstance(s.get("rss"), int) for s in steps)
+    causes = telemetry_causes(items)
+    assert [c.id for c in causes] == ["memory_leak"]
+    assert "RSS grew" in causes[0].evidence[0].text
+
+
 def test_an_idle_gpu_during_training_is_input_bound() -> None:
     """GPU samples through the live sampler from a recorded machine (0% utilisation), on the
     timeline of a training run's steps."""

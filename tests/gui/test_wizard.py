@@ -311,7 +311,7 @@ def test_a_leak_seen_in_the_telemetry_is_shown_on_the_plot(qtbot, window) -> Non
     names the leak from the telemetry alone and jumps to that stretch of the plot."""
     bench = window.bench_page
     window.go("reproduce")
-    cfg = BenchConfig(preset="cnn", input_shape=(64, 64, 3), batch_size=32, steps=200,
+    cfg = BenchConfig(preset="cnn", input_shape=(32, 32, 3), batch_size=16, steps=200,
                       device="cpu", fault="leak", fault_at_step=1)  # fmt: skip
     with qtbot.waitSignal(bench.bridge.sig_finished, timeout=RUN_TIMEOUT_MS):
         assert bench.start(cfg)
