@@ -198,10 +198,15 @@ TFDOCTOR = str(Path(sys.executable).with_name("tfdoctor"))
 
 
 def test_monitor_csv_and_record(tmp_path: Path) -> None:
-    child = subprocess.Popen([sys.executable, "-c", "x = bytearray(64 << 20); input()"],
-                             stdin=subprocess.PIPE)  # fmt: skip
+    child = subprocess.Popen(
+        [sys.executable, "-c", "x = bytearray(64 << 20); print('ready', flush=True); input()"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
     trace = tmp_path / "m.trace"
     try:
+        # its 64 MiB are there before the first sample (on a loaded machine the interpreter
+        # can take longer to start than the monitor takes to sample it)
+        assert child.stdout is not None and child.stdout.readline().strip() == "ready"
         p = subprocess.run(
             [TFDOCTOR, "monitor", "--csv", "--duration", "1.5", "--interval-ms", "100",
              "--pid", str(child.pid), "--record", str(trace)],
