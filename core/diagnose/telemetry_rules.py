@@ -6,6 +6,7 @@ live run or a recorded trace.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -38,10 +39,106 @@ def fit_line(xs: Sequence[float], ys: Sequence[float]) -> tuple[float, float]:
     return sxy / sxx, (sxy * sxy) / (sxx * syy)
 
 
+def _leak(
+    items: list[tuple[str, dict[str, Any]]], steady_at: float, steps: list[dict[str, Any]]
+) -> tuple[float, list[str], tuple[float, float]] | None:
+    """(confidence, evidence, moment) of memory that climbs along one run's steady state."""
+    end_t = steps[-1]["t"] if steps else None
+    found = memory_series(items, since_t=steady_at, until_t=end_t)
+    at_steps = [(float(st["t"]), float(st["rss"])) for st in steps
+                if isinstance(st.get("rss"), (int, float))]  # fmt: skip
+    step_rss = ([x for x, _ in at_steps], [y for _, y in at_steps])
+    for name, (xs, ys) in (
+        ("RSS", found.get(WORKER_RSS, ([], []))),
+        ("TF in use", found.get(TF_IN_USE, ([], []))),
+        ("RSS", step_rss),
+    ):
+        if len(xs) < LEAK_MIN_READINGS:
+            continue
+        slope, r2 = fit_line(xs, ys)
+        growth = ys[-1] - ys[0]
+        if (
+            r2 >= LEAK_MIN_R2
+            and slope > 0
+            and growth >= max(LEAK_MIN_GROWTH, LEAK_MIN_FRACTION * max(ys[0], 1.0))
+        ):
+            conf = min(0.9, 0.5 + 0.4 * r2 * min(1.0, growth / (4 * LEAK_MIN_GROWTH)))
+            text = (
+                f"{name} grew {growth / 2**20:.0f} MiB over {xs[-1] - xs[0]:.0f} s "
+                f"of training ({slope / 2**20:.1f} MiB/s, steady: R² {r2:.2f})"
+            )
+            return conf, [text], (xs[0], xs[-1])
+    return None
+
+
+def _retracing(steps: list[dict[str, Any]]) -> tuple[float, list[str], tuple[float, float]] | None:
+    """(confidence, evidence, moment) of one run's later steps as slow as its first (traced)
+    one."""
+    if len(steps) < 5:
+        return None
+    first = float(steps[0]["step_s"])
+    later = sorted(float(st["step_s"]) for st in steps[1:])
+    base = later[len(later) // 10]
+    if base <= 0 or first < TRACING_FACTOR * base:
+        return None
+    # a retrace costs about what the first trace did; a loaded machine's hiccups are
+    # shorter than that (and than RETRACE_MIN_S)
+    floor = max(TRACING_FACTOR * base, RETRACE_MIN_S, RETRACE_OF_FIRST * first)
+    slow = [st for st in steps[1:] if float(st["step_s"]) >= floor]
+    if len(slow) < 3:
+        return None
+    text = (
+        f"first step {first:.2f} s vs {base * 1000:.0f} ms for a normal "
+        f"step; {len(slow)} later steps as slow again (steps "
+        + ", ".join(str(st.get("step")) for st in slow[:5])
+        + "): the function was traced again"
+    )
+    return min(0.75, 0.35 + 0.05 * len(slow)), [text], (float(steps[0]["t"]), float(steps[-1]["t"]))
+
+
+# the markers that begin a run (a batch search runs the workload again and again, each run
+# with its own tracing and its own memory)
+RUN_START_MARKERS = frozenset({"import", "compile", "first step", "steady state"})
+
+
+def _runs(
+    items: list[tuple[str, dict[str, Any]]], steps: list[dict[str, Any]]
+) -> list[tuple[float, list[dict[str, Any]]]]:
+    """Each run's steady state: when it began, and the steps recorded in it (to the marker
+    that begins the next run)."""
+    marks = sorted(
+        (float(i["t"]), str(i.get("label")))
+        for k, i in items
+        if k == "marker" and isinstance(i.get("t"), (int, float))
+    )
+    runs = []
+    for n, (t, label) in enumerate(marks):
+        if label != "steady state":
+            continue
+        end = next((u for u, lab in marks[n + 1 :] if lab in RUN_START_MARKERS), math.inf)
+        runs.append((t, [st for st in steps if t <= st["t"] < end]))
+    return runs
+
+
+def _by_step_number(steps: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+    """Steps split where the step number starts again: one list per run."""
+    out: list[list[dict[str, Any]]] = []
+    last = None
+    for st in steps:
+        n = st.get("step")
+        if not out or (isinstance(n, int) and isinstance(last, int) and n <= last):
+            out.append([])
+        out[-1].append(st)
+        last = n
+    return out
+
+
 def telemetry_causes(
     items: Iterable[tuple[str, dict[str, Any]]], causes: dict[str, CauseInfo] | None = None
 ) -> list[Cause]:
-    """Causes only the timeline shows: a leak, tracing/retracing, an input-bound GPU."""
+    """Causes only the timeline shows: a leak, tracing/retracing, an input-bound GPU. Each
+    run of the timeline is judged alone (a batch search's growing batches are not a leak,
+    nor each run's own first trace a retrace)."""
     info = causes or shipped_causes()
     items = list(items)
     steady_at = next(
@@ -57,71 +154,22 @@ def telemetry_causes(
         ev = tuple(Evidence(text, source="telemetry", at=at) for text in evidence)
         return Cause(cid, round(confidence, 2), c.title, c.explanation, ev, c.fixes)
 
-    # a leak: the worker's memory (RSS, or TF's in-use) climbs along the steady state; the
-    # RSS each step record carries is read more often than the sampler's, and decides a
+    # a leak: the worker's memory (RSS, or TF's in-use) climbs along a run's steady state;
+    # the RSS each step record carries is read more often than the sampler's, and decides a
     # short run the samples are too few for
-    if steady_at is not None:
-        end_t = steps[-1]["t"] if steps else None
-        found = memory_series(items, since_t=steady_at, until_t=end_t)
-        at_steps = [
-            (float(s["t"]), float(s["rss"]))
-            for s in steps
-            if s["t"] >= steady_at and isinstance(s.get("rss"), (int, float))
-        ]
-        step_rss = ([x for x, _ in at_steps], [y for _, y in at_steps])
-        for name, (xs, ys) in (
-            ("RSS", found.get(WORKER_RSS, ([], []))),
-            ("TF in use", found.get(TF_IN_USE, ([], []))),
-            ("RSS", step_rss),
-        ):
-            if len(xs) < LEAK_MIN_READINGS:
-                continue
-            slope, r2 = fit_line(xs, ys)
-            growth = ys[-1] - ys[0]
-            if (
-                r2 >= LEAK_MIN_R2
-                and slope > 0
-                and growth >= max(LEAK_MIN_GROWTH, LEAK_MIN_FRACTION * max(ys[0], 1.0))
-            ):
-                conf = min(0.9, 0.5 + 0.4 * r2 * min(1.0, growth / (4 * LEAK_MIN_GROWTH)))
-                out.append(
-                    cause(
-                        "memory_leak",
-                        conf,
-                        [
-                            f"{name} grew {growth / 2**20:.0f} MiB over {xs[-1] - xs[0]:.0f} s "
-                            f"of training ({slope / 2**20:.1f} MiB/s, steady: R² {r2:.2f})"
-                        ],
-                        (xs[0], xs[-1]),
-                    )
-                )
-                break
+    for run_at, run_steps in _runs(items, steps):
+        leak = _leak(items, run_at, run_steps)
+        if leak is not None:
+            out.append(cause("memory_leak", *leak))
+            break
     # tracing: a first step far slower than a normal step; retracing: later steps that slow
     # down as much again. Step records are rate-limited but slow steps are always reported,
     # so the baseline is a low percentile of the recorded times, not their median.
-    if len(steps) >= 5:
-        first = float(steps[0]["step_s"])
-        later = sorted(float(s["step_s"]) for s in steps[1:])
-        base = later[len(later) // 10]
-        if base > 0 and first >= TRACING_FACTOR * base:
-            # a retrace costs about what the first trace did; a loaded machine's hiccups are
-            # shorter than that (and than RETRACE_MIN_S)
-            floor = max(TRACING_FACTOR * base, RETRACE_MIN_S, RETRACE_OF_FIRST * first)
-            slow = [s for s in steps[1:] if float(s["step_s"]) >= floor]
-            if len(slow) >= 3:
-                out.append(
-                    cause(
-                        "tf_function_retracing",
-                        min(0.75, 0.35 + 0.05 * len(slow)),
-                        [
-                            f"first step {first:.2f} s vs {base * 1000:.0f} ms for a normal "
-                            f"step; {len(slow)} later steps as slow again (steps "
-                            + ", ".join(str(s.get("step")) for s in slow[:5])
-                            + "): the function was traced again"
-                        ],
-                        (float(steps[0]["t"]), float(steps[-1]["t"])),
-                    )
-                )
+    for run_steps in _by_step_number(steps):
+        retrace = _retracing(run_steps)
+        if retrace is not None:
+            out.append(cause("tf_function_retracing", *retrace))
+            break
     # input-bound: GPU utilisation low while the steps run
     utils = [
         g["util"]

@@ -11,6 +11,7 @@ import pytest
 
 from tests.conftest import SNAPSHOTS
 from tfdoctor.core import telemetry
+from tfdoctor.core.bench.batchsearch import SearchOptions, find_max_batch
 from tfdoctor.core.bench.config import BenchConfig
 from tfdoctor.core.bench.supervisor import SupervisorOptions, run_bench
 from tfdoctor.core.diagnose.telemetry_rules import telemetry_causes
@@ -71,6 +72,30 @@ def test_a_leak_in_a_run_too_short_for_the_sampler_is_seen_in_its_steps(
     causes = telemetry_causes(items)
     assert [c.id for c in causes] == ["memory_leak"]
     assert "RSS grew" in causes[0].evidence[0].text
+
+
+@pytest.mark.slow
+def test_a_batch_search_is_neither_a_leak_nor_retracing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A real search of the largest batch runs the workload again and again, each run with
+    more memory and its own first trace: judged as one run, its memory "grew" and its step 1
+    was "traced again" every run. Each run is judged alone."""
+    monkeypatch.setenv("TFDOCTOR_STATE_DIR", str(tmp_path))
+    config = BenchConfig(preset="cnn", input_shape=(32, 32, 3), batch_size=32, steps=40,
+                         device="cpu")  # fmt: skip
+    tl = telemetry.Timeline()
+    find_max_batch(
+        current_target(),
+        config,
+        SearchOptions(None, 512),
+        SupervisorOptions(sample_every_s=0.25, guard_mib=0),
+        timeline=tl,
+    )
+    items = [item for _, item in tl.since(0)]
+    runs = [i for k, i in items if k == "marker" and i.get("label") == "steady state"]
+    assert len(runs) >= 4  # batch 32, 64, 128, 256 (and 512)
+    assert telemetry_causes(items) == []
 
 
 def test_an_idle_gpu_during_training_is_input_bound() -> None:
