@@ -19,11 +19,10 @@ from tfdoctor.core.probes import nvml
 from tfdoctor.core.probes.targetrun import current_target
 
 
-def _timeline_of(config: BenchConfig) -> list[tuple[str, dict[str, Any]]]:
+def _timeline_of(config: BenchConfig, every_s: float = 0.1) -> list[tuple[str, dict[str, Any]]]:
     tl = telemetry.Timeline()
-    res = run_bench(
-        current_target(), config, SupervisorOptions(sample_every_s=0.1, guard_mib=0), timeline=tl
-    )
+    options = SupervisorOptions(sample_every_s=every_s, guard_mib=0)
+    res = run_bench(current_target(), config, options, timeline=tl)
     assert res.outcome.status == "completed", res.outcome.detail
     return [item for _, item in tl.since(0)]
 
@@ -61,12 +60,7 @@ def test_a_leak_in_a_run_too_short_for_the_sampler_is_seen_in_its_steps(
     monkeypatch.setenv("TFDOCTOR_STATE_DIR", str(tmp_path))
     config = BenchConfig(preset="cnn", input_shape=(32, 32, 3), batch_size=16, steps=200,
                          device="cpu", fault="leak", fault_at_step=1)  # fmt: skip
-    tl = telemetry.Timeline()
-    res = run_bench(
-        current_target(), config, SupervisorOptions(sample_every_s=0.25, guard_mib=0), timeline=tl
-    )
-    assert res.outcome.status == "completed", res.outcome.detail
-    items = [item for _, item in tl.since(0)]
+    items = _timeline_of(config, every_s=0.25)  # the app's interval
     steps = [i for k, i in items if k == "step"]
     assert steps and all(isinstance(s.get("rss"), int) for s in steps)
     causes = telemetry_causes(items)
