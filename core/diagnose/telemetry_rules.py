@@ -138,12 +138,10 @@ def telemetry_causes(
 ) -> list[Cause]:
     """Causes only the timeline shows: a leak, tracing/retracing, an input-bound GPU. Each
     run of the timeline is judged alone (a batch search's growing batches are not a leak,
-    nor each run's own first trace a retrace)."""
+    nor each run's own first trace a retrace, nor the idle GPU between its runs input-bound
+    training)."""
     info = causes or shipped_causes()
     items = list(items)
-    steady_at = next(
-        (i["t"] for k, i in items if k == "marker" and i.get("label") == "steady state"), None
-    )
     steps = [i for k, i in items if k == "step" and isinstance(i.get("step_s"), (int, float))]
     out: list[Cause] = []
 
@@ -170,15 +168,24 @@ def telemetry_causes(
         if retrace is not None:
             out.append(cause("tf_function_retracing", *retrace))
             break
-    # input-bound: GPU utilisation low while the steps run
-    utils = [
-        g["util"]
-        for k, i in items
-        if k == "sample" and steady_at is not None and i.get("t", 0) >= steady_at
-        for g in i.get("gpus") or []
-        if isinstance(g.get("util"), (int, float))
-    ]
-    if len(utils) >= 10 and steps:
+    # input-bound: GPU utilisation low while a run's steps run (its longest steady state:
+    # between a batch search's runs the GPU idles while the next one compiles)
+    best: tuple[list[float], float, float] | None = None
+    for run_at, run_steps in _runs(items, steps):
+        if not run_steps:
+            continue
+        end_t = float(run_steps[-1]["t"])
+        utils = [
+            float(g["util"])
+            for k, i in items
+            if k == "sample" and run_at <= i.get("t", -math.inf) <= end_t
+            for g in i.get("gpus") or []
+            if isinstance(g.get("util"), (int, float))
+        ]
+        if best is None or len(utils) > len(best[0]):
+            best = (utils, float(run_at), end_t)
+    if best is not None and len(best[0]) >= 10:
+        utils, start_t, end_t = best
         mean_util = sum(utils) / len(utils)
         if mean_util < INPUT_BOUND_UTIL:
             out.append(
@@ -186,7 +193,7 @@ def telemetry_causes(
                     "input_bound",
                     min(0.8, 0.4 + (INPUT_BOUND_UTIL - mean_util) / 60),
                     [f"GPU utilisation averaged {mean_util:.0f}% while training"],
-                    (float(steady_at or 0.0), float(steps[-1]["t"])),
+                    (start_t, end_t),
                 )
             )
     return out

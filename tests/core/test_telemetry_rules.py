@@ -107,3 +107,27 @@ def test_an_idle_gpu_during_training_is_input_bound() -> None:
         items.append(("step", {"t": t, "step": i + 1, "step_s": 0.1}))
     causes = {c.id: c for c in telemetry_causes(items)}
     assert "input_bound" in causes and "0%" in causes["input_bound"].evidence[0].text
+
+
+def test_the_idle_gpu_between_a_batch_searchs_runs_is_not_input_bound() -> None:
+    """Runs that keep the recorded GPU busy while their steps run, with the GPU idle between
+    them (the next run compiling): judged run by run, none of them waited for input."""
+    api = nvml.ReplayNvml(nvml.load_snapshot(SNAPSHOTS / "rtx3090_forgotten_jupyter_kernel.json"))
+    gpu = nvml.GpuSampler(api)
+    assert gpu.open() is None
+    idle = gpu.sample()
+    gpu.close()
+    busy = [{**row, "util": 97} for row in idle]
+    items: list[tuple[str, dict[str, Any]]] = []
+    t = 0.0
+    for _run in range(3):
+        items.append(("marker", {"t": t, "label": "compile"}))
+        for _ in range(40):  # compiling: the GPU idles
+            t += 0.1
+            items.append(("sample", {"t": t, "ram_used": 1, "gpus": idle}))
+        items.append(("marker", {"t": t, "label": "steady state"}))
+        for n in range(12):
+            t += 0.1
+            items.append(("sample", {"t": t, "ram_used": 1, "gpus": busy}))
+            items.append(("step", {"t": t, "step": n + 1, "step_s": 0.1}))
+    assert "input_bound" not in [c.id for c in telemetry_causes(items)]
