@@ -87,7 +87,8 @@ def brief_cudnn(lib: str) -> str | None:
     first, last = series[0], series[-1]
     return (
         f": only TensorFlow {first[0]}.{first[1]} to {last[0]}.{last[1]} were built with cuDNN "
-        f"{want[0]}, and another cuDNN is likely installed."
+        f"{want[0]}, and another cuDNN is likely installed. Install cuDNN {want[0]} for this "
+        "TensorFlow, or a TensorFlow built for the cuDNN you have."
     )
 
 

@@ -161,6 +161,7 @@ def test_a_cudnn_only_a_few_old_releases_used_is_a_mismatch(log: str, releases: 
     cause, _, text = got
     assert cause == "cuda_cudnn_version_mismatch"
     assert f"only TensorFlow {releases} were built with cuDNN" in text
+    assert "Install cuDNN" in text and "or a TensorFlow built for the cuDNN you have" in text
 
 
 @pytest.mark.parametrize(
