@@ -712,7 +712,11 @@ WORDED_SERIES = (
     ("sized_line", "Memory"),
     ("memory_word_line", "Memory"),
     ("object_count_line", "The count of objects or graph operations"),
+    ("memory_profiler_row", "Memory at one profiled line of code"),
 )
+# worded series whose lines begin with their own number (memory_profiler's line number): the
+# same line again is the same series, another line never is
+NUMBERED_ROWS = frozenset({"memory_profiler_row"})
 
 
 def _series_rules(
@@ -725,7 +729,9 @@ def _series_rules(
     each run judged alone. True when the leak rose at every one of many readings (`_steady`)."""
     named = [(series.get(sid) or [], "Memory") for sid in MEMORY_SERIES]
     worded = [
-        (group, what) for sid, what in WORDED_SERIES for group in _by_wording(series.get(sid) or [])
+        (group, what)
+        for sid, what in WORDED_SERIES
+        for group in _by_wording(series.get(sid) or [], keep_first=sid in NUMBERED_ROWS)
     ]
     for readings, what in [*named, *worded]:
         runs = _runs(readings)
@@ -823,14 +829,20 @@ _FIGURES = re.compile(r"0x[0-9a-fA-F]+|\d+(?:[.:/,-]\d+)*")
 
 
 def _by_wording(
-    readings: list[tuple[tuple[str, int, str], float]],
+    readings: list[tuple[tuple[str, int, str], float]], keep_first: bool = False
 ) -> list[list[tuple[tuple[str, int, str], float]]]:
     """A script's own lines that tell a memory size, grouped by their wording (the line with
     its figures taken out): "After predict: 840 MB" printed after each call is one series,
-    "Before predict: 512 MB" another."""
+    "Before predict: 512 MB" another. Spacing aside: a column of figures widens as they grow.
+    `keep_first`: the line's first figure is part of its wording (a profiler's line number)."""
     groups: dict[str, list[tuple[tuple[str, int, str], float]]] = {}
     for reading in readings:
-        groups.setdefault(_FIGURES.sub("#", reading[0][2]), []).append(reading)
+        text = reading[0][2]
+        head = ""
+        if keep_first and (m := _FIGURES.search(text)) is not None:
+            head, text = text[: m.end()], text[m.end() :]
+        wording = " ".join((head + _FIGURES.sub("#", text)).split())
+        groups.setdefault(wording, []).append(reading)
     return [g for g in groups.values() if len(g) >= 3]
 
 

@@ -555,6 +555,37 @@ def test_memory_under_other_names_that_keeps_growing_is_a_leak(template: str) ->
     assert _ids(flat) == []
 
 
+def test_memory_profiler_reports_whose_same_line_rises_call_after_call_are_a_leak() -> None:
+    """memory_profiler's report once per call: the same line of code at a higher usage in
+    each report is memory each call keeps (its column widening as the figures grow). One
+    report whose usage rises down the function is one call doing its work: not a leak."""
+
+    def report(base: float) -> str:
+        return (
+            "Line #    Mem usage    Increment   Line Contents\n"
+            "================================================\n"
+            f"    11 {base:9.1f} MiB      0.0 MiB       with open(name, 'rb') as fh:\n"
+            f"    12 {base + 131.3:9.1f} MiB    131.3 MiB           return fh.read()\n"
+        )
+
+    calls = "".join(report(b) for b in (196.6, 328.0, 715.8, 973.7))
+    assert _ids(calls)[:1] == ["memory_leak"]
+    code = ["model = build()", "data = load()", "x = prepare(data)", "y = model(x)",
+            "out = post(y)", "save(out)"]  # fmt: skip
+    usage = (484.1, 550.3, 1020.7, 2210.4, 3100.0, 5377.8)
+    one_call = "Line #    Mem usage    Increment   Line Contents\n" + "".join(
+        f"    {60 + n} {v:9.1f} MiB {v - 400:8.1f} MiB       {c}\n"
+        for n, (v, c) in enumerate(zip(usage, code, strict=True))
+    )
+    assert "memory_leak" not in _ids(one_call)
+    # nor one whose lines differ only by their numbers: each is its own line of code
+    parts = "Line #    Mem usage    Increment   Line Contents\n" + "".join(
+        f"    {60 + n} {v:9.1f} MiB {v - 400:8.1f} MiB       x = load(part{n})\n"
+        for n, v in enumerate(usage)
+    )
+    assert "memory_leak" not in _ids(parts)
+
+
 def test_gputil_tables_whose_memory_column_keeps_rising_are_a_leak() -> None:
     """GPUtil.showUtilization() after each call: a table whose memory column (its third)
     rises call after call; the load column (its second) going up and down says nothing."""
