@@ -1120,7 +1120,7 @@ def _context_rules(
                     "driver is missing here (or the container was started without the GPU).",
                 )
             elif (
-                pinned := _one_cuda_named(lib, want := cuda_soname(lib)) or brief_cudnn(lib)
+                pinned := _one_cuda_named(lib, want := cuda_soname(lib)) or brief_cudnn(lib, want)
             ) is not None:
                 # the file name says which CUDA (or short-lived cuDNN) the build needs:
                 # another one is installed

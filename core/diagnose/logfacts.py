@@ -67,11 +67,12 @@ def cuda_soname(lib: str) -> tuple[int, int | None] | None:
 CUDNN_BRIEF_SERIES = 3
 
 
-def brief_cudnn(lib: str) -> str | None:
-    """What a cuDNN library's file name pins down when only a few TF releases, long since
-    replaced, were built with its major (the tested-build table): most who lack it have
-    another cuDNN installed. None for any other library, or a major many releases used."""
-    if not _CUDNN_LIB.search(lib) or (want := cuda_soname(lib)) is None:
+def brief_cudnn(lib: str, want: tuple[int, int | None] | None) -> str | None:
+    """What a cuDNN library's file name (`want`: its `cuda_soname`) pins down when only a few
+    TF releases, long since replaced, were built with its major (the tested-build table):
+    most who lack it have another cuDNN installed. None for any other library, or a major
+    many releases used."""
+    if want is None or not _CUDNN_LIB.search(lib):
         return None
     try:
         compat = load_compat()

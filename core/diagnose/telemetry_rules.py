@@ -121,7 +121,9 @@ def _runs(
 
 
 def _by_step_number(steps: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
-    """Steps split where the step number starts again: one list per run."""
+    """Steps split where the step number starts again: one list per run, from its first
+    (traced) step, which is recorded before the run's steady-state marker (`_runs` starts
+    there)."""
     out: list[list[dict[str, Any]]] = []
     last = None
     for st in steps:
@@ -155,7 +157,8 @@ def telemetry_causes(
     # a leak: the worker's memory (RSS, or TF's in-use) climbs along a run's steady state;
     # the RSS each step record carries is read more often than the sampler's, and decides a
     # short run the samples are too few for
-    for run_at, run_steps in _runs(items, steps):
+    runs = _runs(items, steps)
+    for run_at, run_steps in runs:
         leak = _leak(items, run_at, run_steps)
         if leak is not None:
             out.append(cause("memory_leak", *leak))
@@ -171,7 +174,7 @@ def telemetry_causes(
     # input-bound: GPU utilisation low while a run's steps run (its longest steady state:
     # between a batch search's runs the GPU idles while the next one compiles)
     best: tuple[list[float], float, float] | None = None
-    for run_at, run_steps in _runs(items, steps):
+    for run_at, run_steps in runs:
         if not run_steps:
             continue
         end_t = float(run_steps[-1]["t"])

@@ -19,6 +19,13 @@ from tfdoctor.core.probes import nvml
 from tfdoctor.core.probes.targetrun import current_target
 
 
+def _only_cause(items: list[tuple[str, dict[str, Any]]], cause_id: str, words: str) -> None:
+    """The timeline shows this one cause, and its evidence says so in these words."""
+    causes = telemetry_causes(items)
+    assert [c.id for c in causes] == [cause_id]
+    assert words in causes[0].evidence[0].text
+
+
 def _timeline_of(config: BenchConfig, every_s: float = 0.1) -> list[tuple[str, dict[str, Any]]]:
     tl = telemetry.Timeline()
     options = SupervisorOptions(sample_every_s=every_s, guard_mib=0)
@@ -46,9 +53,7 @@ def test_a_real_leak_and_real_retracing_are_seen_in_the_telemetry_a_clean_run_is
             preset="mlp", batch_size=16, steps=60, device="cpu", fault="retrace", fault_at_step=1
         )
     )
-    causes = telemetry_causes(retracing)
-    assert [c.id for c in causes] == ["tf_function_retracing"]
-    assert "traced again" in causes[0].evidence[0].text
+    _only_cause(retracing, "tf_function_retracing", "traced again")
 
 
 @pytest.mark.slow
@@ -63,9 +68,7 @@ def test_a_leak_in_a_run_too_short_for_the_sampler_is_seen_in_its_steps(
     items = _timeline_of(config, every_s=0.25)  # the app's interval
     steps = [i for k, i in items if k == "step"]
     assert steps and all(isinstance(s.get("rss"), int) for s in steps)
-    causes = telemetry_causes(items)
-    assert [c.id for c in causes] == ["memory_leak"]
-    assert "RSS grew" in causes[0].evidence[0].text
+    _only_cause(items, "memory_leak", "RSS grew")
 
 
 @pytest.mark.slow
