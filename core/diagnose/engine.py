@@ -31,7 +31,13 @@ from tfdoctor.core.diagnose.logfacts import (
     fact_rules,
     read_stated,
 )
-from tfdoctor.core.diagnose.reader import MAX_LINE_CHARS, Chunk, clean_line, iter_chunks
+from tfdoctor.core.diagnose.reader import (
+    MAX_LINE_CHARS,
+    Chunk,
+    clean_line,
+    iter_chunks,
+    rejoin_cut_lines,
+)
 from tfdoctor.core.knowledge import causes as known_causes
 from tfdoctor.core.knowledge import signatures as known_signatures
 from tfdoctor.core.knowledge.causes import CauseInfo as CauseInfo
@@ -2547,8 +2553,74 @@ def diagnose(
     """
     d = new_diagnoser()
     labels = list(names)
+    # each input that was one paste, kept for a second reading (None once one was not)
+    pastes: list[Chunk] | None = []
     for i, src in enumerate(inputs):
         label = labels[i] if i < len(labels) else (src.name if isinstance(src, Path) else "input")
         for chunk in iter_chunks(src, label):
             d.feed(chunk)
-    return d.result(facts=facts, exit_info=exit_info)
+            if pastes is not None:
+                pastes = [*pastes, chunk] if chunk.first_line == 1 else None
+    found = d.result(facts=facts, exit_info=exit_info)
+    if not pastes or (found.causes and found.causes[0].confidence > CANDIDATE_CONFIDENCE):
+        return found
+    return _read_again_joined(pastes, found, facts, exit_info)
+
+
+CUT_LINES_NOTE = "(Read with the lines the paste had cut in two joined again.)"
+
+
+def _read_again_joined(
+    pastes: list[Chunk], found: Diagnosis, facts: Facts | None, exit_info: ExitInfo | None
+) -> Diagnosis:
+    """A paste nothing was found in (or only weak candidates), read again with its cut lines
+    joined (a reporter or a forum re-flowed it: TensorFlow's messages went on in the next
+    lines, where no signature sees them whole). The first reading stands unless the second
+    finds a cause more surely."""
+    joined = [replace_chunk(c, rejoin_cut_lines(c.raw, completes_a_message)) for c in pastes]
+    if all(j is c for j, c in zip(joined, pastes, strict=True)):
+        return found
+    d = new_diagnoser()
+    for chunk in joined:
+        d.feed(chunk)
+    again = d.result(facts=facts, exit_info=exit_info)
+    if not again.causes or (
+        found.causes and again.causes[0].confidence <= found.causes[0].confidence
+    ):
+        return found
+    causes = tuple(
+        replace(c, explanation=f"{c.explanation} {CUT_LINES_NOTE}") for c in again.causes
+    )
+    return replace(again, causes=causes)
+
+
+@functools.cache
+def _message_finder() -> tuple[BytesAhoCorasick, tuple[tuple[Signature, ...], ...]]:
+    """Every signature that reads a message (not harmless noise), found by its anchors: for
+    each anchor, its own."""
+    by_anchor: dict[str, list[Signature]] = {}
+    for sig in default_diagnoser_parts()[0]:
+        if not sig.noise:
+            for a in sig.anchors:
+                by_anchor.setdefault(a, []).append(sig)
+    anchors = sorted(by_anchor)
+    finder = BytesAhoCorasick([a.encode() for a in anchors], implementation=Implementation.DFA)
+    return finder, tuple(tuple(by_anchor[a]) for a in anchors)
+
+
+def completes_a_message(line: str, rest: str, joined: str) -> bool:
+    """Whether a line joined with the lines after it (`rest`) holds a message that neither
+    held alone: a message cut in two, whole again."""
+    finder, sigs = _message_finder()
+    found = {s.id: s for m in finder.find_matches_as_indexes(joined.encode()) for s in sigs[m[0]]}
+    return any(
+        sig.pattern.search(joined) is not None
+        and sig.pattern.search(line) is None
+        and sig.pattern.search(rest) is None
+        for sig in found.values()
+    )
+
+
+def replace_chunk(chunk: Chunk, raw: bytes) -> Chunk:
+    """The chunk with these bytes instead (the same lines, joined): itself when unchanged."""
+    return chunk if raw is chunk.raw else Chunk(chunk.source, chunk.first_line, raw)

@@ -15,7 +15,7 @@ import io
 import itertools
 import json
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
@@ -438,6 +438,71 @@ def unwrap(raw: bytes) -> bytes:
         lines[i + 1] = b""
         joined = i + 1
     return b"\n".join(lines)
+
+
+# Pastes cut at no one width: a reporter or a forum re-flowed the text, a narrow window wrapped
+# it with an indent. A line cut mid-sentence goes on in the next one, which starts no record of
+# its own. Joined only for a second reading of a paste the first reading found nothing sure in
+# (engine.diagnose), and only where the joined line says what neither half said: a guess at
+# where a line went on, never trusted over the paste as it is.
+CUT_LINE_MIN_CHARS = 30  # a line shorter than this ended where its writer ended it
+CUT_LINES_JOINED = 8  # a message cut into at most this many more lines
+_SENTENCE_END = (".", "!", "?", "'", '"')
+
+
+def _indent(raw: bytes) -> int:
+    return len(raw) - len(raw.lstrip(b" \t"))
+
+
+def _cut_here(line: str, raw: bytes, after: bytes, after_clean: str) -> bool:
+    """Whether `line` (cleaned; `raw` as it came) may have been cut and `after` (raw, and
+    cleaned) go on with it: indented as much or more (a line further left starts anew)."""
+    text = line.rstrip()
+    if len(text) < CUT_LINE_MIN_CHARS or text.endswith(_SENTENCE_END):
+        return False
+    if _indent(after) < _indent(raw):
+        return False
+    if text.lstrip().startswith("File "):  # a traceback frame: its code line follows
+        return False
+    tail = after_clean.strip().encode("utf-8", "replace")
+    return bool(tail) and not (
+        _RECORD_START.match(tail)
+        or _RECORD_START.match(after)
+        or _same_kind(line.encode("utf-8", "replace"), after)
+        or _table_rows(line.encode("utf-8", "replace"), after)
+    )
+
+
+def rejoin_cut_lines(raw: bytes, completes: Callable[[str, str, str], bool]) -> bytes:
+    """The paste with each line cut mid-message joined with the lines it goes on in (cleaned,
+    one space between), where `completes(line, rest, joined)` says the joined line holds a
+    message that neither the line nor the rest held alone; the continuation lines become
+    empty, so line numbers stay the input's. The input itself when nothing was joined, or
+    when it is too big to be a paste."""
+    if len(raw) > UNWRAP_MAX_BYTES or b"\n" not in raw:
+        return raw
+    lines = raw.split(b"\n")
+    cleaned = [clean_line(line.decode("utf-8", "replace")) for line in lines]
+    joined = False
+    i = 0
+    while i < len(lines) - 1:
+        head, rest, last = cleaned[i].rstrip(), "", i
+        for k in range(i + 1, min(i + 1 + CUT_LINES_JOINED, len(lines))):
+            if not _cut_here(cleaned[k - 1], lines[k - 1], lines[k], cleaned[k]):
+                break
+            rest = f"{rest} {cleaned[k].strip()}".lstrip()
+            if completes(head, rest, f"{head} {rest}"):
+                last = k
+                break
+        if last > i:
+            lines[i] = b" ".join(
+                [lines[i].rstrip(), *(cleaned[k].strip().encode() for k in range(i + 1, last + 1))]
+            )
+            for k in range(i + 1, last + 1):
+                lines[k] = b""
+            joined = True
+        i = last + 1
+    return b"\n".join(lines) if joined else raw
 
 
 # A paste copied out of a web page's HTML source keeps its entities: &#39;libcudart.so&#39;
