@@ -5,6 +5,7 @@ thread established. Two parts, split once by a hash of the source URL before any
 from __future__ import annotations
 
 import hashlib
+import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -83,3 +84,25 @@ def without_key_lines(case: Case, diagnose: Callable[[bytes], Diagnosis]) -> Cut
     else:
         outcome = "top3" if case.want in got[:3] else "other"
     return CutResult(case.name, case.want, outcome, got)
+
+
+REFLOW_WIDTHS = (47, 71, 58, 64, 52)  # one width per line in turn: no common width to find
+
+
+def reflowed(log: str, indent: str = "", widths: tuple[int, ...] = REFLOW_WIDTHS) -> str:
+    """The log as a reporter or a forum re-flows it: each line re-wrapped at word breaks, at
+    widths that change from line to line, its continuation lines indented by `indent`."""
+    out = []
+    for i, line in enumerate(log.split("\n")):
+        parts = textwrap.wrap(
+            line, widths[i % len(widths)], break_long_words=False, break_on_hyphens=False
+        ) or [line]
+        out += [parts[0], *(indent + p for p in parts[1:])]
+    return "\n".join(out)
+
+
+def last_line_cut(log: str, share: float = 0.7) -> str:
+    """The log as a stored thread keeps it when its excerpt ends inside the last line: that
+    line cut after `share` of its characters."""
+    lines = log.rstrip().split("\n")
+    return "\n".join([*lines[:-1], lines[-1][: int(len(lines[-1]) * share)]])

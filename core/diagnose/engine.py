@@ -719,10 +719,11 @@ WORDED_SERIES = (
     ("memory_word_line", "Memory"),
     ("object_count_line", "The count of objects or graph operations"),
     ("memory_profiler_row", "Memory at one profiled line of code"),
+    ("tracemalloc_stat", "Memory that tracemalloc counted at one line of code"),
 )
-# worded series whose lines begin with their own number (memory_profiler's line number): the
-# same line again is the same series, another line never is
-NUMBERED_ROWS = frozenset({"memory_profiler_row"})
+# worded series whose lines begin with their own number (memory_profiler's line number,
+# tracemalloc's file:line): the same line again is the same series, another line never is
+NUMBERED_ROWS = frozenset({"memory_profiler_row", "tracemalloc_stat"})
 
 
 def _series_rules(
@@ -834,18 +835,28 @@ def _bare_figures_rule(
 _FIGURES = re.compile(r"0x[0-9a-fA-F]+|\d+(?:[.:/,-]\d+)*")
 
 
+def _row_number(text: str) -> re.Match[str] | None:
+    """The number a row starts with (memory_profiler's line number, the line after
+    tracemalloc's file name): the first figure a space, a tab or a colon ends, so a version in
+    the file's path ("python3.8/") is not taken for it."""
+    return next(
+        (m for m in _FIGURES.finditer(text) if text[m.end() : m.end() + 1] in ("", " ", "\t", ":")),
+        None,
+    )
+
+
 def _by_wording(
     readings: list[tuple[tuple[str, int, str], float]], keep_first: bool = False
 ) -> list[list[tuple[tuple[str, int, str], float]]]:
     """A script's own lines that tell a memory size, grouped by their wording (the line with
     its figures taken out): "After predict: 840 MB" printed after each call is one series,
     "Before predict: 512 MB" another. Spacing aside: a column of figures widens as they grow.
-    `keep_first`: the line's first figure is part of its wording (a profiler's line number)."""
+    `keep_first`: the row's own number is part of its wording (a profiler's line number)."""
     groups: dict[str, list[tuple[tuple[str, int, str], float]]] = {}
     for reading in readings:
         text = reading[0][2]
         head = ""
-        if keep_first and (m := _FIGURES.search(text)) is not None:
+        if keep_first and (m := _row_number(text)) is not None:
             head, text = text[: m.end()], text[m.end() :]
         wording = " ".join((head + _FIGURES.sub("#", text)).split())
         groups.setdefault(wording, []).append(reading)

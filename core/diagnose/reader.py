@@ -446,6 +446,7 @@ def unwrap(raw: bytes) -> bytes:
 # (engine.diagnose), and only where the joined line says what neither half said: a guess at
 # where a line went on, never trusted over the paste as it is.
 CUT_LINE_MIN_CHARS = 30  # a line shorter than this ended where its writer ended it
+CUT_LINE_MAX_CHARS = 300  # a line longer than this was never re-flowed (and joins stay small)
 CUT_LINES_JOINED = 8  # a message cut into at most this many more lines
 _SENTENCE_END = (".", "!", "?", "'", '"')
 
@@ -458,7 +459,9 @@ def _cut_here(line: str, raw: bytes, after: bytes, after_clean: str) -> bool:
     """Whether `line` (cleaned; `raw` as it came) may have been cut and `after` (raw, and
     cleaned) go on with it: indented as much or more (a line further left starts anew)."""
     text = line.rstrip()
-    if len(text) < CUT_LINE_MIN_CHARS or text.endswith(_SENTENCE_END):
+    if not CUT_LINE_MIN_CHARS <= len(text) <= CUT_LINE_MAX_CHARS or text.endswith(_SENTENCE_END):
+        return False
+    if len(after_clean) > CUT_LINE_MAX_CHARS:
         return False
     if _indent(after) < _indent(raw):
         return False
@@ -469,7 +472,7 @@ def _cut_here(line: str, raw: bytes, after: bytes, after_clean: str) -> bool:
         _RECORD_START.match(tail)
         or _RECORD_START.match(after)
         or _same_kind(line.encode("utf-8", "replace"), after)
-        or _table_rows(line.encode("utf-8", "replace"), after)
+        or len(_GAP.findall(after)) >= 3  # a table's row (re-flowed text has no column gaps)
     )
 
 

@@ -9,7 +9,6 @@ import json
 import re
 import subprocess
 import sys
-import textwrap
 from collections.abc import Callable
 from pathlib import Path
 
@@ -587,6 +586,28 @@ def test_memory_profiler_reports_whose_same_line_rises_call_after_call_are_a_lea
     assert "memory_leak" not in _ids(parts)
 
 
+def test_tracemalloc_statistics_whose_same_line_keeps_growing_are_a_leak() -> None:
+    """tracemalloc's top lines (snapshot.statistics("lineno")) printed after each call: one
+    line of code holding more at every snapshot keeps memory, whatever the version in the
+    path ("python3.8/") or the other lines do. One snapshot, sorted by size, is not a trend."""
+    keras = "/usr/lib/python3.8/site-packages/keras/engine/training.py"
+    snapshots = "".join(
+        f"{keras}:42: size={12.3 * (i + 1):.1f} MiB, count={1234 * (i + 1)}, average=10 KiB\n"
+        f"{keras}:1507: size=30.0 MiB (+0.0 MiB), count=12 (+0), average=2560 KiB\n"
+        for i in range(4)
+    )
+    assert _ids(snapshots)[:1] == ["memory_leak"]
+    one = "".join(
+        f"{keras}:{line}: size={mib} MiB, count=12, average=96 KiB\n"
+        for line, mib in ((1507, 49.2), (42, 30.1), (3, 12.0), (9, 1.1))
+    )
+    assert _ids(one) == []
+    held = "".join(
+        f"{keras}:42: size=12.{i % 2} MiB, count=1234, average=10 KiB\n" for i in range(6)
+    )
+    assert _ids(held) == []
+
+
 def test_gputil_tables_whose_memory_column_keeps_rising_are_a_leak() -> None:
     """GPUtil.showUtilization() after each call: a table whose memory column (its third)
     rises call after call; the load column (its second) going up and down says nothing."""
@@ -740,18 +761,6 @@ def test_a_paste_hard_wrapped_at_one_width_gets_the_same_first_cause(
     assert same / len(DEV) >= share, f"{same} of {len(DEV)} keep their first cause when wrapped"
 
 
-def _reflow(log: str, widths: tuple[int, ...], indent: str) -> str:
-    """Each line re-flowed at word breaks, at widths that change from line to line (a reporter
-    re-wrapping by hand, a forum's narrow column), its continuation lines indented."""
-    out = []
-    for i, line in enumerate(log.split("\n")):
-        parts = textwrap.wrap(
-            line, widths[i % len(widths)], break_long_words=False, break_on_hyphens=False
-        ) or [line]
-        out += [parts[0], *(indent + p for p in parts[1:])]
-    return "\n".join(out)
-
-
 @pytest.mark.parametrize(("indent", "share"), [("", 0.88), ("    ", 0.88)])
 def test_a_paste_reflowed_at_no_one_width_mostly_keeps_its_first_cause(
     indent: str, share: float
@@ -767,7 +776,7 @@ def test_a_paste_reflowed_at_no_one_width_mostly_keeps_its_first_cause(
         if not want:
             continue
         total += 1
-        got = diagnose(_reflow(case.log, (47, 71, 58, 64, 52), indent).encode()).causes
+        got = diagnose(corpus.reflowed(case.log, indent).encode()).causes
         same += [c.id for c in got][:1] == want
     assert same / total >= share, f"{same} of {total} keep their first cause when re-flowed"
 
@@ -792,9 +801,10 @@ def test_a_message_re_wrapped_by_hand_is_read_joined_and_says_so() -> None:
 
 
 def test_lines_are_joined_only_where_one_was_cut_mid_sentence() -> None:
-    """A traceback's frame and its code, a sentence that ended, a short line, a record that
-    starts its own line, rows of one table: each stays its own line, and the joined lines
-    leave empty ones behind so every line keeps its number."""
+    """A traceback's frame and its code, a line further left than the one before, a sentence
+    that ended, a short line, a record that starts its own line, rows of one table, a line too
+    long to have been re-flowed: each stays its own line; the joined lines leave empty ones
+    behind so every line keeps its number."""
     kept = (
         b'  File "train.py", line 12, in <module>, the model is built here\n'
         b"    model.fit(x, y, batch_size=512)\n"
@@ -804,6 +814,10 @@ def test_lines_are_joined_only_where_one_was_cut_mid_sentence() -> None:
         b"it continues\n"
         b"Traceback (most recent call last): the record starts its own line\n"
         b"2023-01-01 10:00:00.000000: I tensorflow/core/x.cc:1] the next record\n"
+        b"  PID USER      PR  NI    VIRT    RES    SHR S  %CPU %MEM\n"
+        b"12345 root      20   0   30.1g   5.1g  1.2g R 100.0 31.0\n"
+        + b"a line no window re-flowed " * 12
+        + b"\nand what follows it\n"
     )
     assert rejoin_cut_lines(kept, lambda line, rest, joined: True) is kept
     cut = (

@@ -6,7 +6,8 @@ answered nothing for although they had a cause, harmless logs it blamed; the sam
 with how often the first cause's look-alikes were right against what they stated;
 and the calibration of its stated confidence (stated vs observed, by bins) on each part.
 Then how the answer holds when a paste loses its key lines: each log answered right first is
-diagnosed again without the lines that proved its cause (tests/corpus.py:without_key_lines).
+diagnosed again without the lines that proved its cause (tests/corpus.py:without_key_lines);
+and when it is re-flowed by hand, or its excerpt ends inside the line that proved the cause.
 
 Run: .venv/bin/python tests/perf/bench_corpus.py [--by-cause] [--misses dev|sealed]
 Targets (issue 13): sealed top-1 >= 0.90; 0 crashes on any input.
@@ -17,11 +18,20 @@ from __future__ import annotations
 import argparse
 import sys
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from tests.corpus import PARTS, TUNED_ON_SEALED, Case, cases, without_key_lines
+from tests.corpus import (
+    PARTS,
+    TUNED_ON_SEALED,
+    Case,
+    cases,
+    last_line_cut,
+    reflowed,
+    without_key_lines,
+)
 from tfdoctor.core.diagnose.engine import diagnose
 
 TARGET_SEALED_TOP1 = 0.90
@@ -135,6 +145,25 @@ def key_lines_cut(part: str) -> None:
     )
 
 
+def kept_when(part: str, name: str, change: Callable[[str], str], only_last: bool) -> None:
+    """How many logs answered right first still are once the paste is changed as real pastes
+    are (re-flowed by hand, indented; the stored excerpt ending inside the line that proved
+    the cause: `only_last` counts only the logs whose last line is such evidence)."""
+    kept = total = 0
+    for case in cases(part):
+        first = diagnose(case.log.encode()).causes[:1]
+        if case.want == "none" or not first or first[0].id != case.want:
+            continue
+        if only_last and len(case.log.rstrip().split("\n")) not in {
+            e.line for e in first[0].evidence
+        }:
+            continue
+        total += 1
+        got = diagnose(change(case.log).encode()).causes[:1]
+        kept += bool(got) and got[0].id == case.want
+    print(f"{part:6}: {name}: {kept}/{total} still right first ({kept / max(1, total):.2f})")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--by-cause", action="store_true", help="a line per cause")
@@ -145,6 +174,10 @@ def main() -> int:
     results = {p: score(p, args.by_cause, args.misses == p) for p in PARTS}
     for p in PARTS:
         key_lines_cut(p)
+    for p in PARTS:
+        kept_when(p, "re-flowed at widths 47-71", reflowed, False)
+        kept_when(p, "re-flowed, indented", lambda log: reflowed(log, "    "), False)
+        kept_when(p, "its last line, the evidence, cut at 70%", last_line_cut, True)
     sealed = results.get("sealed", 0.0)
     clean = [
         ok for (p, name), ok in RIGHT_FIRST.items() if p == "sealed" and name not in TUNED_ON_SEALED
