@@ -140,6 +140,8 @@ class Diagnoser:
         # the worker processes of one job (Ray's "(pid=N)", MPI's "[1,N]<stderr>:") whose GPU
         # memory failed: worker -> its first such line
         self.workers: dict[str, tuple[str, int, str]] = {}
+        # a paste whose traceback ends in a NumPy allocation, its error line missing: that line
+        self.cut_at_allocation: tuple[str, int, str] | None = None
 
     def feed(self, chunk: Chunk) -> None:
         raw = chunk.raw
@@ -190,6 +192,7 @@ class Diagnoser:
             bfc.feed_chunk(chunk.first_line, raw, bfc_starts, chunk.line_at, listing)
         if self.lines_read == 0 and len(raw) <= BARE_SCAN_BYTES:
             self._bare_figures(chunk)
+            self.cut_at_allocation = _traceback_cut_at_allocation(chunk)
         # last: the line numbers looked up above already counted most of the chunk's breaks
         self.lines_read += chunk.lines
 
@@ -363,6 +366,7 @@ class Diagnoser:
         _handle_memory_rule(self.hits, scores, add, _noter(notes))
         _shared_by_workers_rule(self.workers, add, _noter(notes))
         _device_refusal_rule(self.hits, add, _noter(notes))
+        _cut_at_allocation_rule(self.cut_at_allocation, add, _noter(notes))
         slowing = "memory_leak" not in scores and _slowing_rule(self.series, add, notes)
         if not any(v > 0 for v in scores.values()) and not self.noise_lines and not slowing:
             _speed_only_rule(self.series, add, notes)
@@ -933,6 +937,45 @@ def _leak_in(
 THROUGHPUT_SERIES = ("throughput_reading", "throughput_stat")
 SPEED_ONLY_READINGS = 3
 SPEED_UNSTEADY_CV = 0.15  # step-to-step spread of a pipeline that cannot keep up
+
+
+# a traceback's frame, then the code line it ran: a NumPy allocation (or SciPy's toarray)
+_FRAME = re.compile(r'^\s*File "[^"]*", line \d+')
+_ALLOCATION = re.compile(
+    r"\b(?:np|numpy)\.(?:zeros|ones|empty|full|array|asarray|concatenate|stack|[vh]stack)"
+    r"(?:_like)?\(|\.toarray\(\)|\.astype\("
+)
+CUT_ALLOCATION = 1.6  # a candidate the user can confirm: the error line was left out
+
+
+def _traceback_cut_at_allocation(chunk: Chunk) -> tuple[str, int, str] | None:
+    """The paste's last line, when it is the code a traceback's last frame ran and that code
+    allocates a NumPy array: the paste (or the thread, which put the error in its title) left
+    out the error line, and a MemoryError is what such a line raises when the RAM runs out."""
+    text = chunk.text
+    if "Traceback (most recent call last)" not in text:
+        return None
+    lines = text.split("\n")
+    while lines and not clean_line(lines[-1]).strip():  # a collector's prefix on an empty line
+        lines.pop()
+    if len(lines) < 3:
+        return None
+    code, frame = clean_line(lines[-1]), clean_line(lines[-2])
+    if _FRAME.match(frame) is None or _ALLOCATION.search(code) is None:
+        return None
+    return (chunk.source, chunk.first_line + len(lines) - 1, code.strip()[:500])
+
+
+def _cut_at_allocation_rule(where: tuple[str, int, str] | None, add: Any, note: Any) -> None:
+    if where is None:
+        return
+    add("host_oom", CUT_ALLOCATION, [where])
+    note(
+        "host_oom",
+        "The traceback ends in a NumPy allocation and its error line is missing: when the RAM "
+        "runs out, such a line raises MemoryError (an array's size is the product of its "
+        "dimensions times its item size). Check the error under the traceback.",
+    )
 
 
 def _speed_only_rule(
@@ -2607,23 +2650,23 @@ def _read_again_joined(
 
 @functools.cache
 def _message_finder() -> tuple[BytesAhoCorasick, tuple[tuple[Signature, ...], ...]]:
-    """Every signature that reads a message (not harmless noise), found by its anchors: for
-    each anchor, its own."""
-    by_anchor: dict[str, list[Signature]] = {}
-    for sig in default_diagnoser_parts()[0]:
-        if not sig.noise:
-            for a in sig.anchors:
-                by_anchor.setdefault(a, []).append(sig)
-    anchors = sorted(by_anchor)
-    finder = BytesAhoCorasick([a.encode() for a in anchors], implementation=Implementation.DFA)
-    return finder, tuple(tuple(by_anchor[a]) for a in anchors)
+    """The shipped engine's anchor automaton (the one every diagnosis uses), and for each of
+    its anchors the signatures that read a message (not harmless noise)."""
+    d = new_diagnoser()
+    messages = tuple(tuple(s for s in d._by_anchor[a] if not s.noise) for a in d._anchors)
+    return _automaton(d._anchors), messages
 
 
 def completes_a_message(line: str, rest: str, joined: str) -> bool:
     """Whether a line joined with the lines after it (`rest`) holds a message that neither
     held alone: a message cut in two, whole again."""
     finder, sigs = _message_finder()
-    found = {s.id: s for m in finder.find_matches_as_indexes(joined.encode()) for s in sigs[m[0]]}
+    found = {
+        s.id: s
+        for idx, _, _ in finder.find_matches_as_indexes(joined.encode(), overlapping=True)
+        if idx < len(sigs)  # else one of the BFC parser's trigger words
+        for s in sigs[idx]
+    }
     return any(
         sig.pattern.search(joined) is not None
         and sig.pattern.search(line) is None

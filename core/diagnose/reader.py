@@ -33,13 +33,25 @@ _SUFFIX = re.compile(r"`+[ \t]*$")
 # process[pid] of a service (journalctl, syslog; the kernel's own lines keep "kernel:",
 # which the kernel's signatures read)
 _JOURNAL = r"[\w.-]+[ \t]+(?!kernel\b)[\w.@/-]+\[\d+\]:[ \t]"
+# a logger's level name (never any word in capitals: "OOM when allocating", "DNN library")
+_LEVEL = r"(?:DEBUG|INFO|NOTICE|SUCCESS|WARNING|WARN|ERROR|CRITICAL|TRACE)"
 _ORIGIN = re.compile(
     r"(?:[A-Z][a-z]{2} \d{1,2}, \d{4}, \d{1,2}:\d\d:\d\d\s?[AP]M\t\w+\t"
     r"|[\w.-]+[-_]\d+\s+\|[ \t]"
     r"|\d{4}-\d\d-\d\d(?:T\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)[ \t]+"
-    rf"(?:std(?:out|err)[ \t]+[FP][ \t]+|{_JOURNAL})?"
+    # a container's stream, a journal's host and process, a platform's process (Heroku's
+    # "app[web.1]: ")
+    rf"(?:std(?:out|err)[ \t]+[FP][ \t]+|{_JOURNAL}|[\w.-]+\[[\w.-]+\]:[ \t])?"
     # Python logging's "asctime - name - levelname - "
-    r"| \d\d:\d\d:\d\d,\d{3} - [\w.]+ - [A-Z]+ - )"
+    r"| \d\d:\d\d:\d\d,\d{3} - [\w.]+ - [A-Z]+ - "
+    # loguru's "time | LEVEL | module:function:line - "
+    rf"| \d\d:\d\d:\d\d\.\d+ \| {_LEVEL} *+\| [\w.<>-]+:[\w.<>-]+:\d+ - )"
+    # absl's prefix of a Python logger's line ("I0912 01:07:02.182041 4745 train.py:62] "; TF's
+    # own lines keep theirs, whose source file the signatures read), a bare clock ("10:00:01 ",
+    # "[10:00:01] ": Jenkins' timestamper, a script's own), Docker BuildKit's step and second
+    r"|[IWEF]\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ [\w.-]+\.py:\d+\] "
+    r"|\[?\d\d:\d\d:\d\d(?:[.,]\d+)?\]?(?:[ \t]+|$)"
+    r"|#\d+ \d+\.\d+ "
     rf"|[A-Z][a-z]{{2}}[ \t]+\d{{1,2}}[ \t]+\d\d:\d\d:\d\d[ \t]+{_JOURNAL}"
     r"|\((?:[\w.]+[ \t]+)?pid=\d+(?:,[ \t]*ip=[\d.]+)?\)[ \t]+"
     # pm2's process column ("0|app  | "), a Jupyter server's ("[I 10:00:00.123 NotebookApp] ")
@@ -48,7 +60,7 @@ _ORIGIN = re.compile(
     # a logger's bracketed time, then its pid and level (gunicorn: "[2023-04-18 09:58:48 +0000]
     # [1] [WARNING] "; Flask: "[...] ERROR in app: ")
     r"|\[\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:[ \t]?(?:[+-]\d\d:?\d\d|Z))?\][ \t]+"
-    r"(?:\[\d+\][ \t]+)?(?:\[[A-Z]+\][ \t]+|[A-Z]+ in [\w.]+:[ \t]+|[A-Z]+:?[ \t]+)?)"
+    rf"(?:\[\d+\][ \t]+)?(?:\[{_LEVEL}\][ \t]+|{_LEVEL} in [\w.]+:[ \t]+|{_LEVEL}:?[ \t]+)?)"
 )
 # a JSON string holding one output line, as in .ipynb files: "text...\n",
 _JSON_LINE = re.compile(r'(?m)^[ \t]*"((?:[^"\\\n]|\\.)*)",?[ \t]*$')

@@ -20,7 +20,7 @@ from tests import corpus
 from tests.conftest import CORPUS, FIXTURES
 from tfdoctor.core.diagnose import engine
 from tfdoctor.core.diagnose.engine import ExitInfo, diagnose
-from tfdoctor.core.diagnose.reader import iter_lines, rejoin_cut_lines, unwrap
+from tfdoctor.core.diagnose.reader import clean_line, iter_lines, rejoin_cut_lines, unwrap
 from tfdoctor.core.knowledge import KnowledgeError
 from tfdoctor.core.knowledge.compat_load import load as load_compat
 from tfdoctor.core.model import Fact, Facts, Severity
@@ -586,6 +586,27 @@ def test_memory_profiler_reports_whose_same_line_rises_call_after_call_are_a_lea
     assert "memory_leak" not in _ids(parts)
 
 
+def test_a_traceback_cut_at_a_numpy_allocation_is_host_memory_to_confirm() -> None:
+    """tests/fixtures/corpus/dev/host_oom__shibing624-pycorrector-62.txt's form: the thread put
+    MemoryError in its title and pasted the traceback without it. Its last frame allocates a
+    NumPy array; with the error line there, the error decides; another last frame says
+    nothing."""
+    frames = (
+        "Traceback (most recent call last):\n"
+        '  File "D:/Github/pycorrector/seq2seq/train.py", line 105, in <module>\n'
+        "    rnn_hidden_dim=config.rnn_hidden_dim)\n"
+        '  File "D:/Github/pycorrector/seq2seq/train.py", line 52, in train\n'
+    )
+    cut = frames + "    data = np.zeros((len(texts), 400, len(index)), dtype='float32')\n"
+    first = diagnose(cut.encode()).causes[0]
+    assert first.id == "host_oom" and 0.5 <= first.confidence < 0.85
+    assert "error line is missing" in first.explanation and first.evidence[0].line == 5
+    told = cut + "ValueError: negative dimensions are not allowed\n"
+    assert "host_oom" not in _ids(told)
+    elsewhere = frames + "    model.fit(x, y, batch_size=64)\n"
+    assert _ids(elsewhere) == []
+
+
 def test_tracemalloc_statistics_whose_same_line_keeps_growing_are_a_leak() -> None:
     """tracemalloc's top lines (snapshot.statistics("lineno")) printed after each call: one
     line of code holding more at every snapshot keeps memory, whatever the version in the
@@ -921,6 +942,13 @@ def test_output_pasted_as_a_printed_repr_or_json_string_gets_the_same_first_caus
         "algo-1-3x2kf  | ",  # SageMaker local mode
         "[pod/trainer-0/trainer] ",  # kubectl logs --prefix
         "0: ",  # srun --label
+        "2023-01-01 10:00:01.123 | ERROR    | train:main:12 - ",  # loguru
+        "I0912 01:07:02.182041 47450918620800 train.py:62] ",  # absl, a Python logger's line
+        "10:00:01 ",  # Jenkins' timestamper, a script's own clock
+        "[10:00:01] ",
+        "[2023-01-01T10:00:01.123Z] ",  # Jenkins' ISO time, Azure ML's
+        "#12 3.456 ",  # Docker BuildKit's step and second
+        "2023-01-01T10:00:00.000000+00:00 app[web.1]: ",  # Heroku's
     ],
     ids=[
         "colab-viewer",
@@ -943,6 +971,13 @@ def test_output_pasted_as_a_printed_repr_or_json_string_gets_the_same_first_caus
         "sagemaker",
         "kubectl-prefix",
         "srun-label",
+        "loguru",
+        "absl-python",
+        "clock",
+        "clock-bracketed",
+        "iso-bracketed",
+        "buildkit",
+        "heroku",
     ],
 )
 def test_a_log_collectors_prefix_on_every_line_keeps_the_first_cause(prefix: str) -> None:
@@ -952,6 +987,21 @@ def test_a_log_collectors_prefix_on_every_line_keeps_the_first_cause(prefix: str
         prefixed = "".join(prefix + line + "\n" for line in case.log.splitlines())
         same += [c.id for c in diagnose(prefixed.encode()).causes][:1] == want
     assert same / len(DEV) >= 0.98, f"{same} of {len(DEV)}"
+
+
+def test_a_loggers_level_is_taken_off_but_a_message_in_capitals_stays() -> None:
+    """A bracketed time may be followed by the logger's level (gunicorn's "[WARNING] ",
+    "ERROR: "), never by any word in capitals: "DNN library", "OOM when allocating", "FATAL
+    Flags parsing error" are the message itself."""
+    assert _ids("[2023-01-01T10:00:01.123Z] DNN library is not found.\n")[:1] == [
+        "cuda_cudnn_version_mismatch"
+    ]
+    oom = "[2023-01-01T10:00:01.123Z] OOM when allocating tensor with shape[1024,1024,64]\n"
+    assert _ids(oom)[:1] == ["gpu_oom"]
+    assert clean_line("[2023-04-18 09:58:48 +0000] [1] [WARNING] Worker exited") == (
+        "Worker exited"
+    )
+    assert clean_line("[2023-04-18 09:58:48] FATAL Flags parsing error: x").startswith("FATAL")
 
 
 def test_the_kernels_own_journal_lines_keep_their_kernel_prefix() -> None:
