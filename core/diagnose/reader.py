@@ -538,6 +538,22 @@ def unescape_html(raw: bytes) -> bytes:
     return _ENTITY.sub(one, raw)
 
 
+# A paste copied with its HTML markup (a web page's source, an issue written in HTML): a line
+# break where its line ended (one already followed by a line break only goes away), and the
+# <pre>/<code> tags around it, which no program prints
+_HTML_BREAK = re.compile(rb"(?i)<br[ \t]*+/?>(\r?\n)?|</?(?:pre|code)>")
+
+
+def plain_html(raw: bytes) -> bytes:
+    """The paste without its HTML line breaks (<br>, <br/>: the line breaks they stand for)
+    and <pre>/<code> tags."""
+    if len(raw) > UNWRAP_MAX_BYTES or b"<" not in raw or _HTML_BREAK.search(raw) is None:
+        return raw
+    return _HTML_BREAK.sub(
+        lambda m: m.group(1) or (b"\n" if m.group(0)[1:3].lower() == b"br" else b""), raw
+    )
+
+
 ESCAPED_LINES_MIN = 3  # "\n" written out this often in one line: a printed repr or JSON string
 _ESCAPED_BREAK = re.compile(rb"(?<!\\)\\n")
 # a backslash a repr or JSON would not write alone: a Windows path (C:\Users\...\nvcc)
@@ -667,6 +683,7 @@ _PASTE_REPAIRS = (
     split_escaped,
     plain_typography,
     plain_markdown,
+    plain_html,
     unescape_html,
     unwrap,
 )

@@ -1115,6 +1115,28 @@ def test_a_paste_copied_with_its_html_entities_gets_the_same_first_cause() -> No
     assert [n for n, _ in iter_lines(log)] == [1, 2, 3]
 
 
+@pytest.mark.parametrize(
+    "markup",
+    [
+        lambda log: "<br>".join(log.split("\n")),  # a page's text run together with its breaks
+        lambda log: "<br/>\n".join(log.split("\n")),  # breaks at the ends of its lines
+        lambda log: "<pre><code>" + log + "</code></pre>",
+    ],
+    ids=["br", "br-at-line-ends", "pre-code"],
+)
+def test_a_paste_copied_with_its_html_markup_gets_the_same_first_cause(
+    markup: Callable[[str], str],
+) -> None:
+    """The PINTO0309 log's "<br> ImportError: ..." form: a paste's HTML line breaks are its line
+    breaks, and the <pre>/<code> around it are no part of its first or last line."""
+    for case in DEV:
+        want = [c.id for c in diagnose(case.log.encode()).causes][:1]
+        got = [c.id for c in diagnose(markup(case.log).encode()).causes][:1]
+        assert got == want, case.name
+    # a break at a line's end never moves the lines after it
+    assert [n for n, _ in iter_lines("first<br>\nKilled\n")] == [1, 2]
+
+
 def test_the_joined_line_is_evidence_at_its_first_line_number() -> None:
     line = (
         "2018-03-05 13:43:54.533246: I tensorflow/core/common_runtime/gpu/gpu_device.cc:1283] "
