@@ -952,10 +952,9 @@ def _traceback_cut_at_allocation(chunk: Chunk) -> tuple[str, int, str] | None:
     """The paste's last line, when it is the code a traceback's last frame ran and that code
     allocates a NumPy array: the paste (or the thread, which put the error in its title) left
     out the error line, and a MemoryError is what such a line raises when the RAM runs out."""
-    text = chunk.text
-    if "Traceback (most recent call last)" not in text:
+    if b"Traceback (most recent call last)" not in chunk.raw:
         return None
-    lines = text.split("\n")
+    lines = chunk.text.split("\n")
     while lines and not clean_line(lines[-1]).strip():  # a collector's prefix on an empty line
         lines.pop()
     if len(lines) < 3:
