@@ -2612,8 +2612,10 @@ def diagnose(
         label = labels[i] if i < len(labels) else (src.name if isinstance(src, Path) else "input")
         for chunk in iter_chunks(src, label):
             d.feed(chunk)
-            if pastes is not None:
-                pastes = [*pastes, chunk] if chunk.first_line == 1 else None
+            if pastes is not None and chunk.first_line == 1:
+                pastes.append(chunk)
+            else:
+                pastes = None
     found = d.result(facts=facts, exit_info=exit_info)
     if not pastes or (found.causes and found.causes[0].confidence > CANDIDATE_CONFIDENCE):
         return found
@@ -2630,7 +2632,7 @@ def _read_again_joined(
     joined (a reporter or a forum re-flowed it: TensorFlow's messages went on in the next
     lines, where no signature sees them whole). The first reading stands unless the second
     finds a cause more surely."""
-    joined = [replace_chunk(c, rejoin_cut_lines(c.raw, completes_a_message)) for c in pastes]
+    joined = [_replace_chunk(c, rejoin_cut_lines(c.raw, completes_a_message)) for c in pastes]
     if all(j is c for j, c in zip(joined, pastes, strict=True)):
         return found
     d = new_diagnoser()
@@ -2674,6 +2676,6 @@ def completes_a_message(line: str, rest: str, joined: str) -> bool:
     )
 
 
-def replace_chunk(chunk: Chunk, raw: bytes) -> Chunk:
+def _replace_chunk(chunk: Chunk, raw: bytes) -> Chunk:
     """The chunk with these bytes instead (the same lines, joined): itself when unchanged."""
     return chunk if raw is chunk.raw else Chunk(chunk.source, chunk.first_line, raw)

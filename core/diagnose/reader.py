@@ -483,7 +483,7 @@ def _cut_here(line: str, raw: bytes, after: bytes, after_clean: str) -> bool:
     return bool(tail) and not (
         _RECORD_START.match(tail)
         or _RECORD_START.match(after)
-        or _same_kind(line.encode("utf-8", "replace"), after)
+        or _same_kind(text.encode("utf-8", "replace"), after)
         or len(_GAP.findall(after)) >= 3  # a table's row (re-flowed text has no column gaps)
     )
 
