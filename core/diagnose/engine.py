@@ -570,6 +570,9 @@ _RAN_PAST_DEVICE_INIT = (
 _CPU_ALLOCATOR = re.compile(
     r"cpu|host", re.I
 )  # cpu, mklcpu, bfc_cpu_allocator_for_gpu, gpu_host_bfc
+# a library name the paste cut off: a candidate under CANDIDATE_CONFIDENCE, so that a re-flowed
+# paste is still read again with its cut lines joined, where the name is whole
+CUT_LIB_WEIGHT = 1.0
 SWAP_FULL = 0.9  # swap this full: the RAM ran out before it
 SWAP_MIN_BYTES = 64 << 20  # a swap smaller than this says nothing of the machine's RAM
 _STARTS_PYTHON = re.compile(r"[$#>]\s*(?:sudo\s+)?(?:python|ipython|jupyter|py\b|conda|pip)", re.I)
@@ -1171,6 +1174,16 @@ def _context_rules(
                 continue
             if not lib or lib.startswith("libnvinfer"):
                 continue  # no library named / TensorRT: optional, known noise
+            if groups.get("cut") is not None:
+                # the paste ends inside the name: a library did not load, which one is unknown
+                lib_add(f"{lib}…", "missing_cuda_libs", CUT_LIB_WEIGHT, line)
+                lib_add(f"{lib}…", "cuda_cudnn_version_mismatch", CUT_LIB_WEIGHT * 0.75, line)
+                note(
+                    "missing_cuda_libs",
+                    f"A library could not be loaded; the paste cuts its name off ({lib}…): "
+                    "the full line says which one and which version.",
+                )
+                continue
             if _DRIVER_SIDE.match(lib):
                 lib_add(lib, "no_gpu_visible", 3.5, line)
                 note(

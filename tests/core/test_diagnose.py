@@ -279,6 +279,18 @@ def test_libcuda_missing_is_the_driver_side() -> None:
     assert diagnose(line).causes[0].id == "no_gpu_visible"
 
 
+def test_a_library_name_the_paste_cut_off_is_a_candidate_that_says_so() -> None:
+    cut = b"W dso_loader.cc:55] Could not load dynamic library 'cudart64_\n"
+    d = diagnose(cut)
+    top = d.causes[0]
+    assert top.id == "missing_cuda_libs" and top.confidence <= engine.CANDIDATE_CONFIDENCE
+    assert "cuts its name off (cudart64_…)" in top.explanation
+    # whole, the name says which CUDA the build wants: another version installed, surely
+    whole = diagnose(b"W dso_loader.cc:55] Could not load dynamic library 'cudart64_101.dll'\n")
+    assert whole.causes[0].id == "cuda_cudnn_version_mismatch"
+    assert whole.causes[0].confidence > 0.5
+
+
 @settings(max_examples=200, deadline=None)
 @given(st.binary(max_size=4000))
 def test_never_raises_on_any_bytes(data: bytes) -> None:
