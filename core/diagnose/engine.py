@@ -142,6 +142,9 @@ class Diagnoser:
         self.workers: dict[str, tuple[str, int, str]] = {}
         # a paste whose traceback ends in a NumPy allocation, its error line missing: that line
         self.cut_at_allocation: tuple[str, int, str] | None = None
+        # a paste whose last line stops inside a message a signature reads whole: the
+        # signature and that line
+        self.cut_message: tuple[tuple[Signature, ...], tuple[str, int, str]] | None = None
 
     def feed(self, chunk: Chunk) -> None:
         raw = chunk.raw
@@ -193,6 +196,7 @@ class Diagnoser:
         if self.lines_read == 0 and len(raw) <= BARE_SCAN_BYTES:
             self._bare_figures(chunk)
             self.cut_at_allocation = _traceback_cut_at_allocation(chunk)
+            self.cut_message = _last_line_cut(chunk, self.signatures)
         # last: the line numbers looked up above already counted most of the chunk's breaks
         self.lines_read += chunk.lines
 
@@ -367,6 +371,7 @@ class Diagnoser:
         _shared_by_workers_rule(self.workers, add, _noter(notes))
         _device_refusal_rule(self.hits, add, _noter(notes))
         _cut_at_allocation_rule(self.cut_at_allocation, add, _noter(notes))
+        _cut_message_rule(self.cut_message, add, _noter(notes))
         slowing = "memory_leak" not in scores and _slowing_rule(self.series, add, notes)
         if not any(v > 0 for v in scores.values()) and not self.noise_lines and not slowing:
             _speed_only_rule(self.series, add, notes)
@@ -978,6 +983,122 @@ def _cut_at_allocation_rule(where: tuple[str, int, str] | None, add: Any, note: 
         "runs out, such a line raises MemoryError (an array's size is the product of its "
         "dimensions times its item size). Check the error under the traceback.",
     )
+
+
+# A paste's last line cut inside a message (a stored excerpt, a copy that stopped short): what
+# its start says, weighed at a share of the whole message's weight
+CUT_MESSAGE_SHARE = 0.5
+CUT_MESSAGE_MIN = 12  # the fewest characters of a message that say which message it is
+CUT_HEAD_CHARS = 20  # of the message's start, and of its end, found in order in one example
+CUT_TAIL_CHARS = 16
+HEADS_KEPT = 4  # sets of signatures whose shaped examples are kept (tests build their own)
+CUT_WORDS_MIN = 2
+_WORD = re.compile(r"[A-Za-z]{3,}")
+# an ellipsis or a note where a line was cut ("...", "…", "[truncated]", "(truncated)")
+_CUT_MARK = re.compile(r"\s*(?:\.{3,}|…|[\[(](?:\.\.\.|…|truncated|snip)[\])])\s*$", re.I)
+_DIGIT_RUN = re.compile(r"\d+")
+_BLANK_RUN = re.compile(r"\s+")
+# what TensorFlow's C++ log writes before its message: the source file and line
+_SOURCE_PREFIX = re.compile(r"^.*?\.(?:cc|cpp|h|py):\d+\]\s*")
+
+
+def _mid_word(before: str, after: str) -> bool:
+    """Whether a cut between these characters fell inside a word (or a number, a name)."""
+    return (before[-1:].isalnum() or before[-1:] == "_") and (after.isalnum() or after == "_")
+
+
+def _shape_of(text: str) -> str:
+    """A message's words with every number one digit: the form its examples share."""
+    return _BLANK_RUN.sub(" ", _DIGIT_RUN.sub("0", text)).strip()
+
+
+_Shaped = tuple[tuple[Signature, tuple[str, ...], tuple[str, ...]], ...]
+# per set of signatures (the shipped one is built once per process), kept with it
+_SHAPED: dict[int, tuple[tuple[Signature, ...], _Shaped]] = {}
+
+
+def _shaped_examples(signatures: tuple[Signature, ...]) -> _Shaped:
+    """The signatures that blame (not a clue such as a source file), each with its examples
+    and counterexamples shaped."""
+    kept = _SHAPED.get(id(signatures))
+    if kept is not None and kept[0] is signatures:
+        return kept[1]
+    shaped = tuple(
+        (
+            sig,
+            tuple(_shape_of(e) for e in sig.examples),
+            tuple(_shape_of(c) for c in sig.counterexamples),
+        )
+        for sig in signatures
+        if not sig.noise
+        and sig.role not in FALLBACK_ROLES
+        and any(w > 0 for w in sig.causes.values())
+    )
+    if len(_SHAPED) >= HEADS_KEPT:
+        _SHAPED.clear()
+    _SHAPED[id(signatures)] = (signatures, shaped)
+    return shaped
+
+
+def _last_line_cut(
+    chunk: Chunk, signatures: tuple[Signature, ...]
+) -> tuple[tuple[Signature, ...], tuple[str, int, str]] | None:
+    """The signatures whose message the paste's last line may be the cut-off start of: none
+    read that line whole, and its message's first and last characters are, in that order, in
+    one of each one's examples, which goes on after them in the same word (unless the paste
+    marked the cut: a complete line may be a shorter form of the message)."""
+    lines = chunk.text.rstrip().split("\n")
+    line = clean_line(lines[-1]).rstrip()
+    marked = _CUT_MARK.search(line)
+    if marked is None and line.endswith((".", "!", "?")):
+        return None  # a sentence that ended
+    kept = line if marked is None else line[: marked.start()]  # the one who cut it said so
+    message = _shape_of(_SOURCE_PREFIX.sub("", kept, count=1))
+    if len(message) < CUT_MESSAGE_MIN or len(_WORD.findall(message)) < CUT_WORDS_MIN:
+        return None  # too little to tell one message from another; a rule of ===== or dots
+    head, tail = message[:CUT_HEAD_CHARS], message[-CUT_TAIL_CHARS:]
+    if len(_WORD.findall(head)) < CUT_WORDS_MIN:
+        return None  # it starts with a time or a path: the words of a log's prefix, no message
+    found = []
+    for sig, examples, counterexamples in _shaped_examples(signatures):
+        if any(tail in c for c in counterexamples):
+            continue
+        for example in examples:
+            at = example.find(head)
+            if at < 0:
+                continue
+            end = example.find(tail, at)
+            if end < 0 or end + len(tail) >= len(example):
+                continue
+            after = example[end + len(tail)]
+            if marked is not None and after in ".…":
+                continue  # the dots are the message's own
+            if marked is None and not _mid_word(tail, after):
+                continue  # a shorter form of the message may end there
+            if sig.pattern.search(line) is None:  # else read whole: not cut
+                found.append(sig)
+            break
+    if not found:
+        return None
+    return tuple(found), (chunk.source, chunk.first_line + len(lines) - 1, line.strip()[:500])
+
+
+def _cut_message_rule(
+    cut: tuple[tuple[Signature, ...], tuple[str, int, str]] | None, add: Any, note: Any
+) -> None:
+    """Each message the cut line may have been, weighed alike: together, a share of one."""
+    if cut is None:
+        return
+    sigs, where = cut
+    for sig in sigs:
+        for cause, weight in sig.causes.items():
+            if weight > 0:
+                add(cause, weight * CUT_MESSAGE_SHARE / len(sigs), [where])
+                note(
+                    cause,
+                    "The paste's last line stops mid-message; what it holds is the start of a "
+                    "message that says this. The whole line decides.",
+                )
 
 
 def _speed_only_rule(

@@ -1449,3 +1449,55 @@ def test_digit_runs_too_long_to_be_numbers_never_crash_the_diagnosis(log: str) -
     d = diagnose(log.format(d=JUNK_DIGITS).encode())
     shown = [e.text for c in d.causes for e in c.evidence]
     assert all(JUNK_DIGITS[:100] not in t for t in shown)
+
+
+def test_a_paste_whose_last_line_stops_mid_message_reads_as_that_message() -> None:
+    # a stored excerpt that stops inside the message (the hardware fault's event poll)
+    cut = b"E tensorflow/stream_executor/cuda/cuda_event.cc:49] Error polling for event s\n"
+    d = diagnose(cut)
+    assert d.causes[0].id == "illegal_memory_access_or_hw"
+    assert "stops mid-message" in d.causes[0].explanation
+    assert d.causes[0].evidence[0].line == 1
+    # the one who cut it marked the cut
+    for mark in (b"...", "…".encode(), b" [truncated]"):
+        marked = diagnose(cut.rstrip() + mark)
+        assert marked.causes[0].id == "illegal_memory_access_or_hw"
+    # TF 1.x's refusal of a GPU under the build's minimum, cut inside "compute capability"
+    ignored = (
+        b"I tensorflow/core/common_runtime/gpu/gpu_device.cc:1] Ignoring visible gpu device "
+        b"(device: 0, name: GRID K520, pci bus id: 0000:00:03.0) with Cuda comp"
+    )
+    assert diagnose(ignored).causes[0].id == "unsupported_gpu_arch"
+
+
+def test_a_last_line_cut_where_several_messages_begin_alike_offers_each_as_a_candidate() -> None:
+    # "failed call to cuInit: ..." goes on with no device, no driver or a driver too old
+    cut = b"E tensorflow/stream_executor/cuda/cuda_driver.cc:282] failed call to cuIn\n"
+    d = diagnose(cut)
+    ids = [c.id for c in d.causes]
+    assert {"no_gpu_visible", "driver_too_old"} <= set(ids[:3])
+    assert d.causes[0].confidence < 0.7
+
+
+def test_a_whole_last_line_or_a_rule_of_signs_is_not_read_as_cut() -> None:
+    created = (
+        b"I tensorflow/core/common_runtime/gpu/gpu_device.cc:1304] Created TensorFlow device "
+        b"(/job:localhost/replica:0/task:0/device:GPU:0 with 6283 MB memory) -> physical GPU "
+        b"(device: 0, name: GeForce RTX 2070 SUPER, pci bus id: 0000:01:00.0, compute "
+        b"capability: 7.5)\n"
+    )
+    assert diagnose(created).causes == ()
+    assert diagnose(b"Epoch 1/10\n" + b"=" * 40 + b"\n").causes == ()
+    # cut inside the log's prefix: no word of the message is left to tell which one it was
+    assert diagnose(b"2020-12-20 15:10:19.371787: F tensorflow/core/commo").causes == ()
+    # a whole message that a longer form of the same message goes on from
+    oom = b"E cuda_driver.cc:932] failed to allocate 2.2K (2304 bytes) from device: "
+    whole = diagnose(oom + b"CUDA_ERROR_OUT_OF_MEMORY\n").causes
+    assert whole and all("stops mid-message" not in c.explanation for c in whole)
+    # TF's own dots are not a cut
+    skipping = diagnose(
+        b"W gpu_device.cc:1850] Cannot dlopen some GPU libraries.\n"
+        b"Skipping registering GPU devices...\n"
+    )
+    assert skipping.causes
+    assert all("stops mid-message" not in c.explanation for c in skipping.causes)
