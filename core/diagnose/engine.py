@@ -1096,8 +1096,8 @@ def _cut_message_rule(
                 add(cause, weight * CUT_MESSAGE_SHARE / len(sigs), [where])
                 note(
                     cause,
-                    "The paste's last line stops mid-message; what it holds is the start of a "
-                    "message that says this. The whole line decides.",
+                    "The paste's last line stops mid-message. What is left of it begins a "
+                    "message that means this; the whole line would settle it.",
                 )
 
 
