@@ -1501,3 +1501,11 @@ def test_a_whole_last_line_or_a_rule_of_signs_is_not_read_as_cut() -> None:
     )
     assert skipping.causes
     assert all("stops mid-message" not in c.explanation for c in skipping.causes)
+
+
+def test_a_cudnn_status_named_alone_offers_its_candidates() -> None:
+    # another framework's words around the status TF's handle failure carries
+    d = diagnose(b"RuntimeError: cuDNN error: CUDNN_STATUS_NOT_INITIALIZED\n")
+    ids = [c.id for c in d.causes]
+    assert ids[:3] == ["gpu_memory_contention", "cuda_cudnn_version_mismatch", "gpu_oom"]
+    assert d.causes[0].confidence <= engine.CANDIDATE_CONFIDENCE
