@@ -812,9 +812,11 @@ BARE_SCAN_BYTES = 1 << 20  # an input this small whole: a paste, not a log file
 # a line that is one figure (four digits or more, or three and decimals), maybe quoted, maybe
 # after the loop's counter (print(i, rss) writes "100 179.42", an f-string "i=100: 179.42",
 # "step 100: 179.42")
+# (each run of blanks taken whole, possessively: two runs side by side that could share the
+# blanks between them would try every split of a long one)
 _BARE_LINE = re.compile(
-    rb"(?m)^[ \t>]*(?:(?:[A-Za-z_]\w{0,15}[ \t]*[=#]?[ \t]*)?\d{1,7}"
-    rb"(?:[ \t]*[:=,)|][ \t]*|[ \t]+))?(\d{4,39}(?:\.\d{1,39})?|\d{3}\.\d{1,39})[ \t]*\r?$"
+    rb"(?m)^[ \t>]*+(?:(?:[A-Za-z_]\w{0,15}[ \t]*+[=#]?[ \t]*+)?\d{1,7}"
+    rb"(?:[ \t]*+[:=,)|][ \t]*+|[ \t]++))?(\d{4,39}(?:\.\d{1,39})?|\d{3}\.\d{1,39})[ \t]*+\r?$"
 )
 
 
@@ -995,7 +997,12 @@ HEADS_KEPT = 4  # sets of signatures whose shaped examples are kept (tests build
 CUT_WORDS_MIN = 2
 _WORD = re.compile(r"[A-Za-z]{3,}")
 # an ellipsis or a note where a line was cut ("...", "…", "[truncated]", "(truncated)")
-_CUT_MARK = re.compile(r"\s*(?:\.{3,}|…|[\[(](?:\.\.\.|…|truncated|snip)[\])])\s*$", re.I)
+# (the bracketed ones first: "[...]" ends with "...")
+_CUT_MARKS = (
+    *(f"{o}{w}{c}" for o, c in ("[]", "()") for w in ("...", "…", "truncated", "snip")),
+    "...",
+    "…",
+)
 _DIGIT_RUN = re.compile(r"\d+")
 _BLANK_RUN = re.compile(r"\s+")
 # what TensorFlow's C++ log writes before its message: the source file and line
@@ -1049,10 +1056,12 @@ def _last_line_cut(
     marked the cut: a complete line may be a shorter form of the message)."""
     lines = chunk.text.rstrip().split("\n")
     line = clean_line(lines[-1]).rstrip()
-    marked = _CUT_MARK.search(line)
-    if marked is None and line.endswith((".", "!", "?")):
+    end = line[-16:].lower()
+    mark = next((m for m in _CUT_MARKS if end.endswith(m)), None)
+    marked = mark is not None
+    if not marked and line.endswith((".", "!", "?")):
         return None  # a sentence that ended
-    kept = line if marked is None else line[: marked.start()]  # the one who cut it said so
+    kept = line[: len(line) - len(mark)].rstrip() if mark else line  # the one who cut it said so
     message = _shape_of(_SOURCE_PREFIX.sub("", kept, count=1))
     if len(message) < CUT_MESSAGE_MIN or len(_WORD.findall(message)) < CUT_WORDS_MIN:
         return None  # too little to tell one message from another; a rule of ===== or dots
@@ -1071,9 +1080,9 @@ def _last_line_cut(
             if end < 0 or end + len(tail) >= len(example):
                 continue
             after = example[end + len(tail)]
-            if marked is not None and after in ".…":
+            if marked and after in ".…":
                 continue  # the dots are the message's own
-            if marked is None and not _mid_word(tail, after):
+            if not marked and not _mid_word(tail, after):
                 continue  # a shorter form of the message may end there
             if sig.pattern.search(line) is None:  # else read whole: not cut
                 found.append(sig)
