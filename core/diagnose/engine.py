@@ -1056,8 +1056,8 @@ def _last_line_cut(
     marked the cut: a complete line may be a shorter form of the message)."""
     lines = chunk.text.rstrip().split("\n")
     line = clean_line(lines[-1]).rstrip()
-    end = line[-16:].lower()
-    mark = next((m for m in _CUT_MARKS if end.endswith(m)), None)
+    last = line[-16:].lower()
+    mark = next((m for m in _CUT_MARKS if last.endswith(m)), None)
     marked = mark is not None
     if not marked and line.endswith((".", "!", "?")):
         return None  # a sentence that ended
