@@ -1290,7 +1290,8 @@ def _context_rules(
         if hit is None:
             continue
         for (src, n, text), groups in zip(hit.lines, hit.groups, strict=False):
-            lib = groups.get("lib") or ""
+            cut = groups.get("cut")  # the paste ends inside the name
+            lib = groups.get("lib") or cut or ""
             line = [(src, n, text)]
             if not lib and sid == "tf_self_check_dll":
                 # TF's own import check names cuDNN by its version ("Could not find cuDNN 6."),
@@ -1304,8 +1305,8 @@ def _context_rules(
                 continue
             if not lib or lib.startswith("libnvinfer"):
                 continue  # no library named / TensorRT: optional, known noise
-            if groups.get("cut") is not None:
-                # the paste ends inside the name: a library did not load, which one is unknown
+            if cut:
+                # a library did not load, which one the paste does not say whole
                 lib_add(f"{lib}…", "missing_cuda_libs", CUT_LIB_WEIGHT, line)
                 lib_add(f"{lib}…", "cuda_cudnn_version_mismatch", CUT_LIB_WEIGHT * 0.75, line)
                 note(
