@@ -142,8 +142,8 @@ class Diagnoser:
         self.workers: dict[str, tuple[str, int, str]] = {}
         # a paste whose traceback ends in a NumPy allocation, its error line missing: that line
         self.cut_at_allocation: tuple[str, int, str] | None = None
-        # a paste whose last line stops inside a message a signature reads whole: the
-        # signature and that line
+        # a paste whose last line stops inside a message the signatures read whole: the
+        # signatures it may have been, and that line
         self.cut_message: tuple[tuple[Signature, ...], tuple[str, int, str]] | None = None
 
     def feed(self, chunk: Chunk) -> None:
@@ -991,10 +991,11 @@ def _cut_at_allocation_rule(where: tuple[str, int, str] | None, add: Any, note: 
 # its start says, weighed at a share of the whole message's weight
 CUT_MESSAGE_SHARE = 0.5
 CUT_MESSAGE_MIN = 12  # the fewest characters of a message that say which message it is
-CUT_HEAD_CHARS = 20  # of the message's start, and of its end, found in order in one example
+# the message's first and last characters, found in this order in one example
+CUT_HEAD_CHARS = 20
 CUT_TAIL_CHARS = 16
-HEADS_KEPT = 4  # sets of signatures whose shaped examples are kept (tests build their own)
-CUT_WORDS_MIN = 2
+CUT_WORDS_MIN = 2  # words of three letters or more, in the message and in its start
+SHAPED_KEPT = 4  # sets of signatures whose shaped examples are kept (tests build their own)
 _WORD = re.compile(r"[A-Za-z]{3,}")
 # an ellipsis or a note where a line was cut ("...", "…", "[truncated]", "(truncated)")
 # (the bracketed ones first: "[...]" ends with "...")
@@ -1003,6 +1004,7 @@ _CUT_MARKS = (
     "...",
     "…",
 )
+_CUT_MARK_LONGEST = max(map(len, _CUT_MARKS))
 _DIGIT_RUN = re.compile(r"\d+")
 _BLANK_RUN = re.compile(r"\s+")
 # what TensorFlow's C++ log writes before its message: the source file and line
@@ -1041,7 +1043,7 @@ def _shaped_examples(signatures: tuple[Signature, ...]) -> _Shaped:
         and sig.role not in FALLBACK_ROLES
         and any(w > 0 for w in sig.causes.values())
     )
-    if len(_SHAPED) >= HEADS_KEPT:
+    if len(_SHAPED) >= SHAPED_KEPT:
         _SHAPED.clear()
     _SHAPED[id(signatures)] = (signatures, shaped)
     return shaped
@@ -1056,7 +1058,7 @@ def _last_line_cut(
     marked the cut: a complete line may be a shorter form of the message)."""
     lines = chunk.text.rstrip().split("\n")
     line = clean_line(lines[-1]).rstrip()
-    last = line[-16:].lower()
+    last = line[-_CUT_MARK_LONGEST:].lower()
     mark = next((m for m in _CUT_MARKS if last.endswith(m)), None)
     marked = mark is not None
     if not marked and line.endswith((".", "!", "?")):
