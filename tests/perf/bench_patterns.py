@@ -127,7 +127,7 @@ def main() -> int:
     ends.sort(reverse=True)
     # one such line pasted alone: the rules only a paste gets (bare figures, a last line cut
     # mid-message, cut lines joined), between a word and a word, a figure or a message's start
-    alone = []  # (growth, long ms, filler, ends)
+    alone = []  # (growth, long ms, filler, what the run follows)
     for filler in FILLERS:
         for head, tail in PASTE_ENDS:
             pastes = [
