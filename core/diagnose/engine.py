@@ -196,7 +196,16 @@ class Diagnoser:
         if self.lines_read == 0 and len(raw) <= BARE_SCAN_BYTES:
             self._bare_figures(chunk)
             self.cut_at_allocation = _traceback_cut_at_allocation(chunk)
-            self.cut_message = _last_line_cut(chunk, self.signatures)
+            cut = _last_line_cut(chunk, self.signatures)
+            if cut is not None:
+                sigs, named, where = cut
+                self.cut_message = (sigs, where) if sigs else None
+                for sig, groups in named:  # the library it names is whole: read as whole
+                    hit = self.hits.setdefault(sig.id, _Hit())
+                    hit.count += 1
+                    if len(hit.lines) < EVIDENCE_PER_SIGNATURE:
+                        hit.lines.append(where)
+                        hit.groups.append(groups)
         # last: the line numbers looked up above already counted most of the chunk's breaks
         self.lines_read += chunk.lines
 
@@ -1041,7 +1050,7 @@ def _shaped_examples(signatures: tuple[Signature, ...]) -> _Shaped:
         for sig in signatures
         if not sig.noise
         and sig.role not in FALLBACK_ROLES
-        and any(w > 0 for w in sig.causes.values())
+        and (sig.role == "dlopen" or any(w > 0 for w in sig.causes.values()))
     )
     if len(_SHAPED) >= SHAPED_KEPT:
         _SHAPED.clear()
@@ -1049,13 +1058,18 @@ def _shaped_examples(signatures: tuple[Signature, ...]) -> _Shaped:
     return shaped
 
 
+_Named = tuple[tuple[Signature, dict[str, str]], ...]
+
+
 def _last_line_cut(
     chunk: Chunk, signatures: tuple[Signature, ...]
-) -> tuple[tuple[Signature, ...], tuple[str, int, str]] | None:
+) -> tuple[tuple[Signature, ...], _Named, tuple[str, int, str]] | None:
     """The signatures whose message the paste's last line may be the cut-off start of: none
     read that line whole, and its message's first and last characters are, in that order, in
     one of each one's examples, which goes on after them in the same word (unless the paste
-    marked the cut: a complete line may be a shorter form of the message)."""
+    marked the cut: a complete line may be a shorter form of the message). A message naming a
+    library that did not load (whose weight the library decides) is read as whole when the
+    cut left the library's name whole: it, with its groups."""
     lines = chunk.text.rstrip().split("\n")
     line = clean_line(lines[-1]).rstrip()
     last = line[-_CUT_MARK_LONGEST:].lower()
@@ -1070,14 +1084,16 @@ def _last_line_cut(
     head, tail = message[:CUT_HEAD_CHARS], message[-CUT_TAIL_CHARS:]
     if len(_WORD.findall(head)) < CUT_WORDS_MIN:
         return None  # it starts with a time or a path: the words of a log's prefix, no message
-    found = []
+    found: list[Signature] = []
+    named: list[tuple[Signature, dict[str, str]]] = []
     for sig, examples, counterexamples in _shaped_examples(signatures):
         if any(tail in c for c in counterexamples):
             continue
         for example in examples:
             at = example.find(head)
-            if at < 0:
-                continue
+            if at < 0 and sig.role != "dlopen":
+                continue  # (a library's message starts with its name: the library decides)
+            at = max(at, 0)
             end = example.find(tail, at)
             if end < 0 or end + len(tail) >= len(example):
                 continue
@@ -1086,12 +1102,20 @@ def _last_line_cut(
                 continue  # the dots are the message's own
             if not marked and not _mid_word(tail, after):
                 continue  # a shorter form of the message may end there
-            if sig.pattern.search(line) is None:  # else read whole: not cut
+            if sig.pattern.search(line) is not None:
+                break  # read whole: not cut
+            if sig.role != "dlopen":
                 found.append(sig)
+                break
+            # the line completed with the example's rest: its library, if the cut spared it
+            m = sig.pattern.search(kept + example[end + len(tail) :])
+            if m is not None and m.groupdict().get("lib") and m.end("lib") <= len(kept):
+                named.append((sig, {k: v for k, v in m.groupdict().items() if v is not None}))
             break
-    if not found:
+    if not found and not named:
         return None
-    return tuple(found), (chunk.source, chunk.first_line + len(lines) - 1, line.strip()[:500])
+    where = (chunk.source, chunk.first_line + len(lines) - 1, line.strip()[:500])
+    return tuple(found), tuple(named), where
 
 
 def _cut_message_rule(

@@ -1509,3 +1509,15 @@ def test_a_cudnn_status_named_alone_offers_its_candidates() -> None:
     ids = [c.id for c in d.causes]
     assert ids[:3] == ["gpu_memory_contention", "cuda_cudnn_version_mismatch", "gpu_oom"]
     assert d.causes[0].confidence <= engine.CANDIDATE_CONFIDENCE
+
+
+def test_a_library_message_cut_after_the_library_name_is_read_by_that_name() -> None:
+    # TF 1.x's import error cut in the stored copy: the name says which CUDA the build wants
+    cut = b"ImportError: libcublas.so.9.0: cannot open shared object fi"
+    d = diagnose(cut)
+    assert d.causes[0].id == "cuda_cudnn_version_mismatch"
+    assert "libcublas.so.9.0" in d.causes[0].explanation
+    whole = diagnose(cut + b"le: No such file or directory")
+    assert [c.id for c in whole.causes] == [c.id for c in d.causes]
+    # cut inside the name, a name no signature can finish: nothing is made up
+    assert diagnose(b"ImportError: libcubl").causes == ()
