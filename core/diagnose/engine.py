@@ -414,13 +414,20 @@ class Diagnoser:
         # A fatal (F) line from TF's GPU code is a failure too, even when its message is cut or
         # worded in a way no signature knows; so is an error (E) line the run did not go past.
         went_on = _went_on(self.hits)
-        failed = plain_error is None and any(
-            by_id[sid].role in ("failure", "error_class")
-            or (
-                by_id[sid].role == "source_file"
-                and (not went_on or any(g.get("sev") == "F" for g in h.groups))
+        # (and so is a failure's message the paste cut short)
+        cut_failure = self.cut_message is not None and any(
+            sig.role in ("failure", "error_class") for sig in self.cut_message[0]
+        )
+        failed = plain_error is None and (
+            cut_failure
+            or any(
+                by_id[sid].role in ("failure", "error_class")
+                or (
+                    by_id[sid].role == "source_file"
+                    and (not went_on or any(g.get("sev") == "F" for g in h.groups))
+                )
+                for sid, h in self.hits.items()
             )
-            for sid, h in self.hits.items()
         )
         for cid, score in sorted(scores.items(), key=lambda kv: -kv[1]):
             if cid not in self.causes or score <= 0:

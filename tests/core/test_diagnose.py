@@ -1521,3 +1521,14 @@ def test_a_library_message_cut_after_the_library_name_is_read_by_that_name() -> 
     assert [c.id for c in whole.causes] == [c.id for c in d.causes]
     # cut inside the name, a name no signature can finish: nothing is made up
     assert diagnose(b"ImportError: libcubl").causes == ()
+
+
+def test_a_failure_whose_message_was_cut_short_offers_its_candidates() -> None:
+    # TF's hint after an OOM, cut in the stored copy: too weak alone for a verdict, but a failure
+    hint = (
+        b"Hint: If you want to see a list of allocated tensors when OOM happens, add "
+        b"report_tensor_allocations_upon_"
+    )
+    d = diagnose(hint)
+    assert d.causes[0].id == "gpu_oom"
+    assert d.causes[0].confidence <= engine.CANDIDATE_CONFIDENCE
