@@ -201,11 +201,7 @@ class Diagnoser:
                 sigs, named, where = cut
                 self.cut_message = (sigs, where) if sigs else None
                 for sig, groups in named:  # the library it names is whole: read as whole
-                    hit = self.hits.setdefault(sig.id, _Hit())
-                    hit.count += 1
-                    if len(hit.lines) < EVIDENCE_PER_SIGNATURE:
-                        hit.lines.append(where)
-                        hit.groups.append(groups)
+                    self._count(sig.id, where, groups)
         # last: the line numbers looked up above already counted most of the chunk's breaks
         self.lines_read += chunk.lines
 
@@ -275,13 +271,9 @@ class Diagnoser:
             if sig.role == "version_question":
                 self._version_answer(chunk, end)
             noise = noise or sig.noise
-            hit = self.hits.get(sig.id)
-            if hit is None:
-                hit = self.hits[sig.id] = _Hit()
-            hit.count += 1
-            if len(hit.lines) < EVIDENCE_PER_SIGNATURE:
-                hit.lines.append((chunk.source, chunk.line_at(start), line.strip()[:500]))
-                hit.groups.append(groups)
+            hit = self._count(
+                sig.id, (chunk.source, chunk.line_at(start), line.strip()[:500]), groups
+            )
             if sig.role in ("series", "sizes_line"):  # every reading counts: never saturated
                 if sig.role == "series":
                     value = _reading(  # a pattern with two forms names the second's value2
@@ -317,12 +309,20 @@ class Diagnoser:
         answer = _VERSION_ANSWER.match(raw[end + 1 : len(raw) if stop < 0 else stop])
         if answer is None:
             return
-        hit = self.hits.setdefault("tf_version_stated", _Hit())
+        text = answer.group(0).decode("ascii", "replace").strip()
+        where = (chunk.source, chunk.line_at(end + 1), text)
+        self._count("tf_version_stated", where, {"tfv": answer.group("v").decode("ascii")})
+
+    def _count(self, sid: str, where: tuple[str, int, str], groups: dict[str, str]) -> _Hit:
+        """One more line a signature matched; its evidence and groups kept while there is room."""
+        hit = self.hits.get(sid)
+        if hit is None:
+            hit = self.hits[sid] = _Hit()
         hit.count += 1
         if len(hit.lines) < EVIDENCE_PER_SIGNATURE:
-            text = answer.group(0).decode("ascii", "replace").strip()
-            hit.lines.append((chunk.source, chunk.line_at(end + 1), text))
-            hit.groups.append({"tfv": answer.group("v").decode("ascii")})
+            hit.lines.append(where)
+            hit.groups.append(groups)
+        return hit
 
     def result(self, facts: Facts | None = None, exit_info: ExitInfo | None = None) -> Diagnosis:
         scores: dict[str, float] = {}
