@@ -101,6 +101,18 @@ def reflowed(log: str, indent: str = "", widths: tuple[int, ...] = REFLOW_WIDTHS
     return "\n".join(out)
 
 
+def hard_wrapped(log: str, width: int) -> str:
+    """The log as a mail program or a page's fixed-width block keeps it: every line longer
+    than `width` cut at that column, mid-word as it falls."""
+    out = []
+    for line in log.split("\n"):
+        while len(line) > width:
+            out.append(line[:width])
+            line = line[width:]
+        out.append(line)
+    return "\n".join(out)
+
+
 def last_line_cut(log: str, share: float = 0.7) -> str:
     """The log as a stored thread keeps it when its excerpt ends inside the last line: that
     line cut after `share` of its characters."""

@@ -2794,12 +2794,15 @@ def diagnose(
             else:
                 pastes = None
     found = d.result(facts=facts, exit_info=exit_info)
-    if not pastes or (found.causes and found.causes[0].confidence > CANDIDATE_CONFIDENCE):
+    if not pastes or (found.causes and found.causes[0].confidence > REREAD_JOINED_BELOW):
         return found
     return _read_again_joined(pastes, found, facts, exit_info)
 
 
 CUT_LINES_NOTE = "(Read with the lines the paste had cut in two joined again.)"
+# a first reading no surer than this is read again with its cut lines joined: a cut message's
+# tail alone ("le: CUDNN_STATUS_INTERNAL_ERROR") is read as weakly as a candidate is
+REREAD_JOINED_BELOW = 0.7
 
 
 def _read_again_joined(

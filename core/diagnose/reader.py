@@ -424,11 +424,20 @@ def unwrap(raw: bytes) -> bytes:
     width = max(sizes)
     if width not in _WRAP_WIDTHS:
         return raw
+    # a wording seen on a line of its own (first, or after a line short of the width): the
+    # script printed it again after a line that happened to be as long, not a wrapped tail
+    # ("memory: 1.2 GB" after each Keras checkpoint line, one of them 80 columns)
+    alone = {
+        _shape(lines[j].strip())
+        for j in range(len(lines))
+        if lines[j].strip() and (j == 0 or sizes[j - 1] < width)
+    }
     cut = [
         i
         for i in range(len(lines) - 1)
         if sizes[i] == width
         and lines[i + 1].strip()
+        and _shape(lines[i + 1].strip()) not in alone
         and not lines[i].endswith((b"|", b"+", b"-", b"="))
         and not _RECORD_START.match(lines[i + 1])
         and not _same_kind(lines[i], lines[i + 1])
@@ -490,29 +499,41 @@ def _cut_here(line: str, raw: bytes, after: bytes, after_clean: str) -> bool:
 
 def rejoin_cut_lines(raw: bytes, completes: Callable[[str, str, str], bool]) -> bytes:
     """The paste with each line cut mid-message joined with the lines it goes on in (cleaned,
-    one space between), where `completes(line, rest, joined)` says the joined line holds a
-    message that neither the line nor the rest held alone; the continuation lines become
-    empty, so line numbers stay the input's. The input itself when nothing was joined, or
+    one space between; or nothing between, for a line cut mid-word at a fixed column), where
+    `completes(line, rest, joined)` says the joined line holds a message that neither the line
+    nor the rest held alone; the continuation lines become empty, so line numbers stay the
+    input's. The input itself when nothing was joined, or
     when it is too big to be a paste."""
     if len(raw) > UNWRAP_MAX_BYTES or b"\n" not in raw:
         return raw
     lines = raw.split(b"\n")
     cleaned = [clean_line(line.decode("utf-8", "replace")) for line in lines]
+    # cut at a fixed column instead (a mail program, a page's <pre> of set width): a line as
+    # long as the longest goes on mid-word, the halves joined with nothing between
+    sizes = [len(line.rstrip(b"\r").decode("utf-8", "replace")) for line in lines]
+    width = max(sizes)
     joined = False
     i = 0
     while i < len(lines) - 1:
         head, rest, last = cleaned[i].rstrip(), "", i
+        tight_head, tight = cleaned[i].rstrip("\r"), ""
+        tight_on, tail = True, b""
         for k in range(i + 1, min(i + 1 + CUT_LINES_JOINED, len(lines))):
             if not _cut_here(cleaned[k - 1], lines[k - 1], lines[k], cleaned[k]):
                 break
             rest = f"{rest} {cleaned[k].strip()}".lstrip()
             if completes(head, rest, f"{head} {rest}"):
-                last = k
+                last, tail = k, b" " + rest.encode()
+                break
+            tight_on = tight_on and sizes[k - 1] == width
+            if not tight_on:
+                continue
+            tight += (" " if lines[k][:1].isspace() else "") + cleaned[k].rstrip("\r")
+            if completes(tight_head, tight, tight_head + tight):
+                last, tail = k, tight.encode()
                 break
         if last > i:
-            lines[i] = b" ".join(
-                [lines[i].rstrip(), *(cleaned[k].strip().encode() for k in range(i + 1, last + 1))]
-            )
+            lines[i] = (lines[i].rstrip() if tail[:1] == b" " else lines[i].rstrip(b"\r")) + tail
             for k in range(i + 1, last + 1):
                 lines[k] = b""
             joined = True

@@ -783,14 +783,25 @@ def test_a_gpu_skipped_for_its_few_multiprocessors_is_an_unsupported_gpu() -> No
 
 
 def test_an_error_line_the_run_did_not_go_past_gives_candidates() -> None:
-    """A hard-wrapped cuDNN line: its message is cut, its source file still points the way."""
+    """An error line from cuDNN's source file with a message no signature knows: the source
+    file still points the way, as candidates."""
+    log = "E tensorflow/stream_executor/cuda/cuda_dnn.cc:319] Something odd happened here\n"
+    d = diagnose(log.encode())
+    assert [c.id for c in d.causes][:1] == ["cuda_cudnn_version_mismatch"]
+    assert d.causes[0].confidence <= 0.3
+
+
+def test_a_cudnn_line_hard_wrapped_mid_word_reads_whole() -> None:
+    """The same source file's mismatch message cut at a fixed column inside a word: the
+    halves joined with nothing between say it whole, so it is sure, at the line it began."""
     log = (
         "E tensorflow/stream_executor/cuda/cuda_dnn.cc:319] Loaded runtime CuDNN l\n"
         "ibrary: 7.4.1 but source was compiled with: 7.6.4.\n"
     )
     d = diagnose(log.encode())
     assert [c.id for c in d.causes][:1] == ["cuda_cudnn_version_mismatch"]
-    assert d.causes[0].confidence <= 0.3
+    assert d.causes[0].confidence > 0.9
+    assert {e.line for e in d.causes[0].evidence} == {1}
 
 
 def test_a_cuda_image_whose_runtime_tensorflow_cannot_load_holds_another_cuda() -> None:

@@ -770,26 +770,19 @@ def test_a_crash_with_no_named_cause_gets_low_confidence_candidates() -> None:
     assert diagnose(harmless.encode()).causes == ()
 
 
-def _hard_wrap(log: str, width: int) -> str:
-    out = []
-    for line in log.split("\n"):
-        while len(line) > width:
-            out.append(line[:width])
-            line = line[width:]
-        out.append(line)
-    return "\n".join(out)
-
-
-@pytest.mark.parametrize(("width", "share"), [(80, 0.98), (120, 0.98), (100, 0.95)])
+@pytest.mark.parametrize(
+    ("width", "share"), [(80, 0.99), (120, 0.99), (78, 0.98), (100, 0.98), (132, 0.98)]
+)
 def test_a_paste_hard_wrapped_at_one_width_gets_the_same_first_cause(
     width: int, share: float
 ) -> None:
-    """Windows' console (80 or 120 columns) and mail clients cut long lines at one width: the
-    halves are joined, the paste's last line too."""
+    """Windows' console (80 or 120 columns), mail clients and web pages' fixed-width blocks
+    cut long lines at one width, mid-word as it falls: the halves are joined, the paste's last
+    line too, and a single long line cut once."""
     same = 0
     for case in DEV:
         want = [c.id for c in diagnose(case.log.encode()).causes][:1]
-        got = [c.id for c in diagnose(_hard_wrap(case.log, width).encode()).causes][:1]
+        got = [c.id for c in diagnose(corpus.hard_wrapped(case.log, width).encode()).causes][:1]
         same += want == got
     assert same / len(DEV) >= share, f"{same} of {len(DEV)} keep their first cause when wrapped"
 
@@ -890,7 +883,7 @@ def test_a_single_line_cut_by_the_console_is_joined_even_as_the_pastes_last_line
         "found"
     )
     for width in (80, 120):
-        assert [c.id for c in diagnose(_hard_wrap(line, width).encode()).causes][:1] == [
+        assert [c.id for c in diagnose(corpus.hard_wrapped(line, width).encode()).causes][:1] == [
             "cuda_cudnn_version_mismatch"
         ]
 
@@ -906,7 +899,7 @@ def test_the_wrap_width_is_counted_in_characters_and_a_bare_error_class_is_its_o
     )
     prose = "\n\u4e00\u76f4\u62a5\u8fd9\u4e2a\u9519\uff0c\u6211\u5b89\u88c5\u7684\u662fcudnn6"
     for log in (line, line + prose):
-        assert [c.id for c in diagnose(_hard_wrap(log, 80).encode()).causes][:1] == [
+        assert [c.id for c in diagnose(corpus.hard_wrapped(log, 80).encode()).causes][:1] == [
             "cuda_cudnn_version_mismatch"
         ]
     traceback = (
@@ -917,7 +910,9 @@ def test_the_wrap_width_is_counted_in_characters_and_a_bare_error_class_is_its_o
         "    return np.array([np.array(Image.open(file_path + img)) for img in lst_imgs])\n"
         "MemoryError\n"
     )
-    assert [c.id for c in diagnose(_hard_wrap(traceback, 80).encode()).causes][:1] == ["host_oom"]
+    assert [c.id for c in diagnose(corpus.hard_wrapped(traceback, 80).encode()).causes][:1] == [
+        "host_oom"
+    ]
 
 
 def test_output_pasted_as_a_printed_repr_or_json_string_gets_the_same_first_cause() -> None:
@@ -1157,12 +1152,23 @@ def test_the_joined_line_is_evidence_at_its_first_line_number() -> None:
         "capability is 3.5."
     )
     head = "name: Quadro K2000M major: 3 minor: 0 memoryClockRate(GHz): 0.745\n"
-    wrapped = head + _hard_wrap(line, 80) + "\n"
+    wrapped = head + corpus.hard_wrapped(line, 80) + "\n"
     assert len(wrapped.splitlines()) == 5
     top = diagnose(wrapped.encode()).causes[0]
     assert top.id == "unsupported_gpu_arch"
     assert any(e.line == 2 and "minimum required Cuda capability is 3.5" in e.text
                for e in top.evidence)  # fmt: skip
+
+
+# a script's memory reading printed under each of Keras' checkpoint lines, rising
+CHECKPOINT_MEMORY = (
+    "Epoch 00001: val_loss improved from inf to 0.51234, saving model to model.h5\n"
+    "memory: 1.2 GB\n"
+    "Epoch 00002: val_loss improved from 0.51234 to 0.41234, saving model to model.h5\n"
+    "memory: 1.9 GB\n"
+    "Epoch 00003: val_loss improved from 0.41234 to 0.31234, saving model to model.h5\n"
+    "memory: 2.6 GB\n"
+)
 
 
 @pytest.mark.parametrize(
@@ -1207,11 +1213,69 @@ def test_the_joined_line_is_evidence_at_its_first_line_number() -> None:
         "              total        used        free      shared  buff/cache   available\n"
         "Mem:          15895        6120        7125         120        2650        9290\n"
         "Swap:          2047           0        2047\n",
+        # a script's memory line after each Keras checkpoint line, one of those 80 columns:
+        # the same wording stood on its own after the first, shorter one
+        CHECKPOINT_MEMORY,
     ],
-    ids=["nvidia-smi", "repeated", "records", "columns", "keras-epochs", "memory-profiler", "free"],
+    ids=[
+        "nvidia-smi",
+        "repeated",
+        "records",
+        "columns",
+        "keras-epochs",
+        "memory-profiler",
+        "free",
+        "printed-again",
+    ],
 )
 def test_lines_that_only_look_wrapped_stay_as_they_are(text: str) -> None:
     assert unwrap(text.encode()) == text.encode()
+
+
+def test_memory_printed_after_each_checkpoint_line_is_a_series() -> None:
+    """Three readings a script printed under Keras' checkpoint lines rise by half and more: a
+    leak. One checkpoint line is exactly 80 columns; reading the next line as its wrapped tail
+    split the readings into two wordings, and nothing was found."""
+    top = diagnose(CHECKPOINT_MEMORY.encode()).causes[0]
+    assert top.id == "memory_leak"
+    assert {e.line for e in top.evidence} == {2, 6}
+
+
+@pytest.mark.parametrize(
+    ("line", "width"),
+    [
+        (
+            "2020-10-24 11:59:36.156976: W tensorflow/stream_executor/platform/default/"
+            "dso_loader.cc:60] Could not load dynamic library 'cusolver64_10.dll'; dlerror: "
+            "cusolver64_10.dll not found",
+            100,
+        ),
+        (
+            "2018-08-31 10:13:53.134003: W T:\\src\\github\\tensorflow\\tensorflow\\core\\"
+            "framework\\allocator.cc:101] Allocation of 5357568000 exceeds 10% of system memory",
+            100,
+        ),
+        (
+            "E tensorflow/stream_executor/cuda/cuda_dnn.cc:373] Could not create cudnn handle: "
+            "CUDNN_STATUS_INTERNAL_ERROR",
+            78,
+        ),
+    ],
+    ids=["dll-name", "allocation", "cudnn-status"],
+)
+def test_a_line_cut_mid_word_at_a_fixed_column_reads_as_the_whole_line(
+    line: str, width: int
+) -> None:
+    """A page's fixed-width block or a mail program cut the one long line at its column, in
+    the middle of a word: read with its halves joined with nothing between, it says what the
+    whole line says, at the line the message began on."""
+    whole = diagnose(line.encode()).causes
+    assert whole
+    cut = line[:width] + "\n" + line[width:] + "\n"
+    assert cut.split("\n")[0][-1].isalnum() and cut.split("\n")[1][0].isalnum()  # mid-word
+    got = diagnose(cut.encode()).causes
+    assert got and got[0].id == whole[0].id
+    assert {e.line for e in got[0].evidence} == {1}
 
 
 def test_the_tail_of_a_big_log_is_never_rejoined() -> None:

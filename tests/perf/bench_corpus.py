@@ -7,7 +7,8 @@ with how often the first cause's look-alikes were right against what they stated
 and the calibration of its stated confidence (stated vs observed, by bins) on each part.
 Then how the answer holds when a paste loses its key lines: each log answered right first is
 diagnosed again without the lines that proved its cause (tests/corpus.py:without_key_lines);
-and when it is re-flowed by hand, or its excerpt ends inside the line that proved the cause.
+and when it is re-flowed by hand, its excerpt ends inside the line that proved the cause, or
+its long lines are cut at a fixed column, mid-word.
 
 Run: .venv/bin/python tests/perf/bench_corpus.py [--by-cause] [--misses dev|sealed]
 Targets (issue 13): sealed top-1 >= 0.90; 0 crashes on any input.
@@ -19,6 +20,7 @@ import argparse
 import sys
 from collections import defaultdict
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
@@ -28,6 +30,7 @@ from tests.corpus import (
     TUNED_ON_SEALED,
     Case,
     cases,
+    hard_wrapped,
     last_line_cut,
     reflowed,
     without_key_lines,
@@ -35,6 +38,8 @@ from tests.corpus import (
 from tfdoctor.core.diagnose.engine import diagnose
 
 TARGET_SEALED_TOP1 = 0.90
+# a mail program's, a fixed-width block's column, and two no console has
+HARD_WRAP_WIDTHS = (78, 100, 132)
 BINS = ((0.0, 0.5), (0.5, 0.7), (0.7, 0.85), (0.85, 1.01))
 # each scored log's top-1 verdict, by part and name (the clean sealed score reads it)
 RIGHT_FIRST: dict[tuple[str, str], bool] = {}
@@ -178,6 +183,10 @@ def main() -> int:
         kept_when(p, "re-flowed at widths 47-71", reflowed, False)
         kept_when(p, "re-flowed, indented", lambda log: reflowed(log, "    "), False)
         kept_when(p, "its last line, the evidence, cut at 70%", last_line_cut, True)
+        for width in HARD_WRAP_WIDTHS:
+            kept_when(
+                p, f"hard-wrapped at {width} columns", partial(hard_wrapped, width=width), False
+            )
     sealed = results.get("sealed", 0.0)
     clean = [
         ok for (p, name), ok in RIGHT_FIRST.items() if p == "sealed" and name not in TUNED_ON_SEALED
