@@ -373,6 +373,7 @@ class Diagnoser:
         _bfc_rules(ooms, self.hits, add, notes, facts)
         _defragmented_then_failed_rule(ooms, self.hits, add, _noter(notes))
         _holder_rule(self.hits, scores, add, _noter(notes), facts)
+        _shared_card_rule(self.hits, scores, add, _noter(notes))
         _stock_model_rule(self.hits, scores, add, _noter(notes))
         _late_oom_rule(self.series, scores, add, _noter(notes))
         _leak_ran_out_rule(steady_leak, scores, add, _noter(notes))
@@ -2667,6 +2668,37 @@ def _holder_rule(
             "Nothing in what you gave shows another process on the GPU: to tell, run "
             "`nvidia-smi` while it trains (or check the environment on the first step).",
         )
+
+
+SHARED_HOLDER_MIB = 1024  # a process row this big is a workload, not a desktop's Xorg
+
+
+def _shared_card_rule(
+    hits: Mapping[str, _Hit], scores: dict[str, float], add: Any, note: Callable[[str, str], None]
+) -> None:
+    """nvidia-smi's process table with two processes or more each holding a workload's worth
+    of one GPU's memory, and an out-of-memory error: one row may be this run, the others are
+    not, so the memory the run failed to get was held by another process."""
+    if not any(s in hits for s in (*_OOM_FAILURES, *_GPU_MEMORY_FAILED)):
+        return
+    by_gpu: dict[str, dict[str, tuple[tuple[str, int, str], int]]] = {}
+    for where, g in _found(hits, "nvidia_smi_process"):
+        mib = int(g.get("mib", 0) or 0)
+        if mib >= SHARED_HOLDER_MIB:
+            by_gpu.setdefault(g.get("gpu", ""), {})[g.get("pid", "")] = (where, mib)
+    shared = max(by_gpu.values(), key=len, default={})
+    if len(shared) < 2:
+        return
+    rows = sorted(shared.values(), key=lambda r: -r[1])
+    oom = max(scores.get("gpu_oom", 0.0), scores.get("fragmentation", 0.0))
+    contention = scores.get("gpu_memory_contention", 0.0)
+    add("gpu_memory_contention", max(oom - contention, 0.0) + 0.6, [r[0] for r in rows[:3]])
+    sizes = " and ".join(f"{mib} MiB" for _, mib in rows[:3])
+    note(
+        "gpu_memory_contention",
+        f"nvidia-smi shows {len(rows)} processes holding memory on one GPU ({sizes}): at most "
+        "one of them is this run; the others held the memory it could not get.",
+    )
 
 
 # The answer to `tf.__version__` or pip show on the line after the question: '2.3.0', 2.3.0,

@@ -1317,6 +1317,39 @@ def test_one_full_gpu_in_nvidia_smi_is_still_memory_taken_before_the_run() -> No
     assert ranked(_rows(row, [7900, 10]))[:1] == ["gpu_memory_contention"]
 
 
+SMI_PROCESS = "|    {gpu}   N/A  N/A     {pid:5d}      C   {name:<30} {mib:>6d}MiB |\n"
+TF_OOM = (
+    "tensorflow.python.framework.errors_impl.ResourceExhaustedError: OOM when allocating "
+    "tensor with shape[64,256,56,56] and type float on /job:localhost/replica:0/task:0/"
+    "device:GPU:0 by allocator GPU_0_bfc\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("rows", "first"),
+    [
+        # two workloads on one GPU: one of them at most is this run
+        (
+            [(0, 1234, "/usr/bin/python3", 10500), (0, 5678, "python", 2900)],
+            "gpu_memory_contention",
+        ),
+        # the desktop's Xorg beside the run: nothing that matters
+        ([(0, 1100, "/usr/lib/xorg/Xorg", 300), (0, 5678, "python", 10500)], "gpu_oom"),
+        # one process on each of two GPUs: each may be this run's own worker
+        ([(0, 1234, "python", 10500), (1, 5678, "python", 10500)], "gpu_oom"),
+    ],
+    ids=["two-workloads", "xorg-beside", "one-per-gpu"],
+)
+def test_an_oom_beside_two_processes_on_one_gpu_is_memory_another_held(
+    rows: list[tuple[int, int, str, int]], first: str
+) -> None:
+    table = "".join(SMI_PROCESS.format(gpu=g, pid=p, name=n, mib=m) for g, p, n, m in rows)
+    d = diagnose((table + TF_OOM).encode())
+    assert [c.id for c in d.causes][:1] == [first]
+    if first == "gpu_memory_contention":
+        assert "2 processes holding memory on one GPU" in d.causes[0].explanation
+
+
 def test_huge_host_allocations_that_add_up_to_a_vms_ram_point_at_host_memory() -> None:
     row = "tcmalloc: large alloc {} bytes == 0x4e70000 @  0x7f0ddb5c3001 0x7f0dd8bf8b85"
     assert ranked(_rows(row, [6457049088, 6457049088]))[:1] == ["host_oom"]
