@@ -502,8 +502,7 @@ def rejoin_cut_lines(raw: bytes, completes: Callable[[str, str, str], bool]) -> 
     one space between; or nothing between, for a line cut mid-word at a fixed column), where
     `completes(line, rest, joined)` says the joined line holds a message that neither the line
     nor the rest held alone; the continuation lines become empty, so line numbers stay the
-    input's. The input itself when nothing was joined, or
-    when it is too big to be a paste."""
+    input's. The input itself when nothing was joined, or when it is too big to be a paste."""
     if len(raw) > UNWRAP_MAX_BYTES or b"\n" not in raw:
         return raw
     lines = raw.split(b"\n")
