@@ -424,25 +424,26 @@ def unwrap(raw: bytes) -> bytes:
     width = max(sizes)
     if width not in _WRAP_WIDTHS:
         return raw
-    # a wording seen on a line of its own (first, or after a line short of the width): the
-    # script printed it again after a line that happened to be as long, not a wrapped tail
-    # ("memory: 1.2 GB" after each Keras checkpoint line, one of them 80 columns)
-    alone = {
-        _shape(lines[j].strip())
-        for j in range(len(lines))
-        if lines[j].strip() and (j == 0 or sizes[j - 1] < width)
-    }
     cut = [
         i
         for i in range(len(lines) - 1)
         if sizes[i] == width
         and lines[i + 1].strip()
-        and _shape(lines[i + 1].strip()) not in alone
         and not lines[i].endswith((b"|", b"+", b"-", b"="))
         and not _RECORD_START.match(lines[i + 1])
         and not _same_kind(lines[i], lines[i + 1])
         and not _table_rows(lines[i], lines[i + 1])
     ]
+    if cut:
+        # a wording seen on a line of its own (first, or after a line short of the width):
+        # the script printed it again after a line that happened to be as long, not a wrapped
+        # tail ("memory: 1.2 GB" after each Keras checkpoint line, one of them 80 columns)
+        alone = {
+            _shape(lines[j].strip())
+            for j in range(len(lines))
+            if lines[j].strip() and (j == 0 or sizes[j - 1] < width)
+        }
+        cut = [i for i in cut if _shape(lines[i + 1].strip()) not in alone]
     # the same line over and over at the longest length is a repeated message, not a wrap,
     # unless each is followed by a shorter tail
     tails_short = all(sizes[i + 1] < width for i in cut)
