@@ -406,6 +406,13 @@ def _same_kind(line: bytes, after: bytes) -> bool:
     return _DIGITS.search(a.group()) is not None or len(a.group().strip()) >= 4
 
 
+def _columns(lines: list[bytes]) -> list[int]:
+    """Each line's length in characters, as a terminal or a mail program wraps: a path's
+    non-ASCII hyphen or a line of CJK prose is longer in bytes. (Chunks come from
+    `clean_bytes`: no carriage return is left to count.)"""
+    return [len(ln) if ln.isascii() else len(ln.decode("utf-8", "replace")) for ln in lines]
+
+
 def unwrap(raw: bytes) -> bytes:
     """Join the lines of a paste hard-wrapped at one width; anything else comes back as it is.
 
@@ -416,11 +423,7 @@ def unwrap(raw: bytes) -> bytes:
     if len(raw) > UNWRAP_MAX_BYTES or b"\n" not in raw:
         return raw
     lines = raw.split(b"\n")
-    # in characters, as a terminal or a mail program wraps: a path's non-ASCII hyphen or a
-    # line of CJK prose is longer in bytes
-    sizes = [
-        len(line) if line.isascii() else len(line.decode("utf-8", "replace")) for line in lines
-    ]
+    sizes = _columns(lines)
     width = max(sizes)
     if width not in _WRAP_WIDTHS:
         return raw
@@ -510,13 +513,13 @@ def rejoin_cut_lines(raw: bytes, completes: Callable[[str, str, str], bool]) -> 
     cleaned = [clean_line(line.decode("utf-8", "replace")) for line in lines]
     # cut at a fixed column instead (a mail program, a page's <pre> of set width): a line as
     # long as the longest goes on mid-word, the halves joined with nothing between
-    sizes = [len(line.rstrip(b"\r").decode("utf-8", "replace")) for line in lines]
+    sizes = _columns(lines)
     width = max(sizes)
     joined = False
     i = 0
     while i < len(lines) - 1:
         head, rest, last = cleaned[i].rstrip(), "", i
-        tight_head, tight = cleaned[i].rstrip("\r"), ""
+        tight_head, tight = cleaned[i], ""
         tight_on, tail = True, b""
         for k in range(i + 1, min(i + 1 + CUT_LINES_JOINED, len(lines))):
             if not _cut_here(cleaned[k - 1], lines[k - 1], lines[k], cleaned[k]):
@@ -528,12 +531,12 @@ def rejoin_cut_lines(raw: bytes, completes: Callable[[str, str, str], bool]) -> 
             tight_on = tight_on and sizes[k - 1] == width
             if not tight_on:
                 continue
-            tight += (" " if lines[k][:1].isspace() else "") + cleaned[k].rstrip("\r")
+            tight += (" " if lines[k][:1].isspace() else "") + cleaned[k]
             if completes(tight_head, tight, tight_head + tight):
                 last, tail = k, tight.encode()
                 break
         if last > i:
-            lines[i] = (lines[i].rstrip() if tail[:1] == b" " else lines[i].rstrip(b"\r")) + tail
+            lines[i] = (lines[i].rstrip() if tail[:1] == b" " else lines[i]) + tail
             for k in range(i + 1, last + 1):
                 lines[k] = b""
             joined = True
