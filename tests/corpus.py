@@ -4,12 +4,16 @@ thread established. Two parts, split once by a hash of the source URL before any
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from tfdoctor.core.diagnose.engine import diagnose
+from tfdoctor.core.diagnose.reader import iter_chunks
+from tfdoctor.core.knowledge.words import WordProfile, train
 from tfdoctor.core.model import Diagnosis
 
 ROOT = Path(__file__).parent / "fixtures" / "corpus"
@@ -48,6 +52,37 @@ def part_for(source_url: str) -> str:
     """Where a newly collected log goes: decided by its source URL alone, once."""
     digest = hashlib.sha256(source_url.strip().encode()).digest()
     return "sealed" if digest[0] < int(256 * SEALED_SHARE) else "dev"
+
+
+def as_read(log: str) -> bytes:
+    """A log's text as the engine reads it (its cleaned lines)."""
+    return b"\n".join(chunk.raw for chunk in iter_chunks(log.encode("utf-8"), "log"))
+
+
+def word_profile_of(logs: list[Case]) -> WordProfile:
+    """The wording profile these logs give (core/knowledge/words.toml is the dev part's)."""
+    return train((case.want, as_read(case.log)) for case in logs)
+
+
+FOLDS = 10  # the dev part's logs are scored with a wording profile of the other folds'
+
+
+def fold_of(case: Case) -> int:
+    return hashlib.sha256(case.name.encode()).digest()[0] % FOLDS
+
+
+@functools.cache
+def _profile_without_fold(fold: int) -> WordProfile:
+    return word_profile_of([c for c in cases("dev") if fold_of(c) != fold])
+
+
+def engine_for(case: Case) -> Callable[[bytes], Diagnosis]:
+    """The engine as a log it was not built from meets it. The shipped wording profile is the
+    dev part's: a dev log is diagnosed with one counted without its fold (cross-validation),
+    so its score is not the profile remembering it; a sealed log with the shipped one."""
+    if case.part != "dev":
+        return diagnose
+    return functools.partial(diagnose, words=_profile_without_fold(fold_of(case)))
 
 
 @dataclass(frozen=True)

@@ -45,7 +45,7 @@ def explain(
         oom_kill_record=bool(oom and oom.proven),
         oom_kill_line=oom.kernel_line if oom else None,
     )
-    d = diagnose(*texts, exit_info=exit_info, names=names)
+    d = diagnose(*texts, exit_info=exit_info, names=names, guess_from_words=False)
     if hide:
         d = dataclasses.replace(d, causes=tuple(c for c in d.causes if c.id not in hide))
     return d

@@ -30,12 +30,12 @@ from tests.corpus import (
     TUNED_ON_SEALED,
     Case,
     cases,
+    engine_for,
     hard_wrapped,
     last_line_cut,
     reflowed,
     without_key_lines,
 )
-from tfdoctor.core.diagnose.engine import diagnose
 
 TARGET_SEALED_TOP1 = 0.90
 # a mail program's, a fixed-width block's column, and two no console has
@@ -46,11 +46,12 @@ RIGHT_FIRST: dict[tuple[str, str], bool] = {}
 
 
 def ranked(case: Case) -> list[tuple[str, float]]:
-    return [(c.id, c.confidence) for c in diagnose(case.log.encode()).causes]
+    return [(c.id, c.confidence) for c in engine_for(case)(case.log.encode()).causes]
 
 
 def look_alikes(case: Case) -> list[tuple[str, float]]:
-    return [(c.id, c.confidence) for c in diagnose(case.log.encode()).causes if c.look_alike]
+    found = engine_for(case)(case.log.encode()).causes
+    return [(c.id, c.confidence) for c in found if c.look_alike]
 
 
 def top1_right(want: str, ids: list[str]) -> bool:
@@ -137,7 +138,7 @@ def score(part: str, by_cause: bool, misses: bool) -> float:
 
 def key_lines_cut(part: str) -> None:
     """The logs answered right first, once the lines that proved the cause are cut out."""
-    results = [r for c in cases(part) if (r := without_key_lines(c, diagnose)) is not None]
+    results = [r for c in cases(part) if (r := without_key_lines(c, engine_for(c))) is not None]
     tally = {k: 0 for k in ("first", "top3", "other", "silent", "nothing left")}
     for r in results:
         tally[r.outcome] += 1
@@ -156,6 +157,7 @@ def kept_when(part: str, name: str, change: Callable[[str], str], only_last: boo
     the cause: `only_last` counts only the logs whose last line is such evidence)."""
     kept = total = 0
     for case in cases(part):
+        diagnose = engine_for(case)
         first = diagnose(case.log.encode()).causes[:1]
         if case.want == "none" or not first or first[0].id != case.want:
             continue
