@@ -406,7 +406,10 @@ class Diagnoser:
             _speed_only_rule(self.series, add, notes)
         # A run that got as far as allocating tensors was not stopped by a missing GPU: the
         # "no driver / cuInit failed" start-up notices then describe the setting, not the crash.
-        if "no_gpu_visible" in scores and _went_on(self.hits):
+        # (memory that kept growing was measured over a run that went on, too)
+        if "no_gpu_visible" in scores and (
+            _went_on(self.hits) or scores.get("memory_leak", 0.0) >= MIN_SCORE
+        ):
             # training ran (on the CPU): not why it failed, unless the log asked for the GPUs
             # and got none, and nothing else went wrong (the question is why it is on the CPU)
             asked = _asked_and_no_gpu(self.hits) and not any(

@@ -2280,6 +2280,20 @@ def test_a_rising_column_of_bare_figures_is_a_leak_candidate() -> None:
     assert ranked("".join(f"epoch {i}: {v}\n" for i, v in enumerate(accuracy))) == []
 
 
+def test_memory_growing_after_a_no_gpu_notice_is_the_leak_the_notice_is_the_setting() -> None:
+    """jax-ml/jax#9714: JAX's 'No GPU/TPU found, falling back to CPU' on a CPU-only machine,
+    then the RSS printed after each call, rising. The program went on past the notice and
+    measured its memory growing: that growth is what the paste is about."""
+    rss = (329.5390625, 371.21484375, 394.41015625, 401.88671875, 425.2890625, 440.75)
+    log = (
+        "WARNING:absl:No GPU/TPU found, falling back to CPU. (Set TF_CPP_MIN_LOG_LEVEL=0 and "
+        "rerun for more info.)\n0.3.1\n" + "".join(f"{v}\n" for v in rss)
+    )
+    assert ranked(log)[:1] == ["memory_leak"]
+    # the notice alone still says no GPU was found
+    assert ranked(log.split("\n", 1)[0])[:1] == ["no_gpu_visible"]
+
+
 def test_memory_that_jumped_and_stayed_several_times_higher_is_a_leak_candidate() -> None:
     """RSS printed before each predict() call: 0.8 GiB, then about 6-8 GiB however many calls
     follow, up and down. Not a steady climb, so the rule for growth misses it; memory that
