@@ -490,8 +490,8 @@ class Diagnoser:
             if causes[i].confidence > causes[i - 1].confidence:
                 causes[i] = replace(causes[i], confidence=causes[i - 1].confidence)
         if not causes and not self.hits:
-            # (a paste with lines the signatures read, and found harmless or only telling of
-            # the machine, is not guessed at: only one nothing in it was read from)
+            # only a paste none of whose lines any signature read is guessed at: one with lines
+            # read and found harmless, or telling only of the machine, was read, not unread
             causes = self._guessed_from_words()
         causes.extend(_look_alikes(causes, self.causes, not_for))
         return Diagnosis(
@@ -512,9 +512,9 @@ class Diagnoser:
 
     def _guessed_from_words(self) -> list[Cause]:
         """Candidates for a paste no rule reads, from its wording alone (the words.toml
-        profile): the causes whose logs use its words far more likely than harmless logs do,
-        with the words that point there and the lines that hold them. None when its words
-        look harmless, or when it was a log file, not a paste."""
+        profile): the causes under which its words are far likelier than under the harmless
+        logs, with the words that point there most and the lines that hold them. None when its
+        words look harmless, or when it was a log file, not a paste."""
         if self.words is None or not self._word_at:
             return []
         profile = self.words()
@@ -559,9 +559,10 @@ class Diagnoser:
 # it kept blaming harmless pastes below 5%)
 WORD_GUESS_MARGIN = 15.0
 WORD_GUESSES = 3
-# what the first, second and third guess state: on dev, with each fold's logs guessed by a
-# profile of the other folds', the first guess was right about half the time on pastes whose
-# key lines were cut away (none of the few that stayed silent), the second and third about 1 in 10
+# what the first, second and third guess state: on dev pastes whose key lines were cut out,
+# each guessed by a profile of the other folds' logs, the first guess was right about half the
+# time and the second and third about 1 in 10 each (stated lower: a real paste nothing reads is
+# thinner than one cut from a log the rules read)
 WORD_GUESS_CONFIDENCE = (0.3, 0.1, 0.05)
 WORD_GUESS_NOTE = (
     "A guess from the paste's wording, not a finding: no line in it names a cause, but its "
