@@ -27,6 +27,7 @@ from tfdoctor.core.diagnose.logfacts import (
     TOOLKIT_LIB,
     Stated,
     brief_cudnn,
+    cuda_covers_gpu,
     cuda_soname,
     fact_rules,
     read_stated,
@@ -358,7 +359,7 @@ class Diagnoser:
             sig = by_id[sid]
             if any(e in self.hits for e in sig.echo_of):
                 continue  # the message itself is there and says more
-            repeat = 1.0 + 0.15 * min(hit.count - 1, 4)
+            repeat = _repeat_weight(hit.count)
             for cause, w in sig.causes.items():
                 add(cause, w * repeat, hit.lines)
             said = _say(sig.says, hit.groups)
@@ -388,6 +389,7 @@ class Diagnoser:
         before_facts = {c: scores.get(c, 0.0) for c in _SETTING_CAUSES}
         library_failed = any(by_id[sid].role == "handle_fail" for sid in self.hits)
         fact_rules(stated, add, _noter(notes), gpu_symptom=symptom, library_failed=library_failed)
+        _kernel_failed_on_a_known_gpu_rule(self.hits, by_id, stated, add)
         told_by_facts = any(scores.get(c, 0.0) != v for c, v in before_facts.items())
         _bfc_rules(ooms, self.hits, add, notes, facts)
         _defragmented_then_failed_rule(ooms, self.hits, add, _noter(notes))
@@ -570,6 +572,29 @@ WORD_GUESS_NOTE = (
     "ones{telling}. Capture the whole output from the start (with TF_CPP_MIN_LOG_LEVEL=0) and "
     "run `tfdoctor check` on the machine to confirm or rule it out."
 )
+
+
+def _repeat_weight(count: int) -> float:
+    """A signature's weight grows with its repeats, up to SATURATED of them."""
+    return 1.0 + 0.15 * min(count - 1, SATURATED - 1)
+
+
+# a library kernel the GPU could not execute says "the card is too new for this CUDA" only
+# while the log does not show a CUDA that has code for the card
+_KERNEL_FAILED = "cublas_execution_failed"
+
+
+def _kernel_failed_on_a_known_gpu_rule(
+    hits: Mapping[str, _Hit], by_id: Mapping[str, Signature], stated: Stated, add: Any
+) -> None:
+    """cuBLAS failing to execute its kernel reads as a GPU too new for the CUDA TensorFlow
+    runs on; when the log shows that CUDA has code for the GPU's compute capability, that
+    reading is withdrawn (a driver or hardware fault stays)."""
+    hit = hits.get(_KERNEL_FAILED)
+    if hit is None or cuda_covers_gpu(stated) is not True:
+        return
+    arch = by_id[_KERNEL_FAILED].causes.get("unsupported_gpu_arch", 0.0)
+    add("unsupported_gpu_arch", -arch * _repeat_weight(hit.count))
 
 
 def _look_alikes(

@@ -407,33 +407,40 @@ def _cc_from_model(stated: Stated, compat: Compat) -> Stated:
     return replace(stated, cc=cc, cc_line=line, cc_newest=cc, cc_newest_line=line)
 
 
-def _cuda_older_than_gpu(
-    stated: Stated,
-    compat: Compat,
-    add: Add,
-    note: Note,
-    *,
-    library_failed: bool = False,
-) -> None:
-    """A GPU newer than the CUDA this TensorFlow runs on: that CUDA's libraries (cuBLAS, cuDNN)
-    have no code for it (an RTX 30 card under a CUDA 10 build, an RTX 50 under CUDA 11).
+@dataclass(frozen=True)
+class _GpuUnderCuda:
+    """The GPU's compute capability against the CUDA this TensorFlow runs on."""
+
+    need: tuple[int, ...]  # the first CUDA with code for the GPU
+    first: tuple[str, str]  # that CUDA, and the GPU generation
+    have: tuple[int, ...]  # the CUDA it runs on (major only from CUDA 11 on)
+    runs: str  # that CUDA in words, with where it was read
+    line: Line  # where it was read
+    weight: float  # how surely: a library it loaded, or only its tested build
+
+    @property
+    def covered(self) -> bool:
+        return self.have >= self.need[: len(self.have)]
+
+
+def _gpu_under_cuda(stated: Stated, compat: Compat) -> _GpuUnderCuda | None:
+    """What the log states of the GPU and of the CUDA TensorFlow runs on, when it states both.
 
     The CUDA it runs on is read, surest first, from the CUDA runtime or cuBLAS it loaded, from
     a cuDNN 7 it loaded (never built past CUDA 10.2), or from the release the TensorFlow
-    version the log states was built and tested with (a build from source may differ). A
-    cuDNN or cuBLAS failure on such a GPU is what that looks like: it counts as explained."""
+    version the log states was built and tested with (a build from source may differ)."""
     if stated.cc_newest is None:
-        return
+        return None
     first = compat.first_cuda_for_cc(stated.cc_newest)
     if first is None:
-        return
+        return None
     need = tuple(int(p) for p in first[0].split("."))
     have: tuple[int, ...]
     if stated.runs_cuda is not None:
         line, lib = stated.runs_cuda
         want = cuda_soname(lib)
         if want is None:
-            return
+            return None
         # from CUDA 11 on the file name carries the major only (libcudart.so.11.0 is every 11.x)
         have = (want[0], want[1] or 0) if want[0] <= 10 else (want[0],)
         release = f"{want[0]}.{want[1] or 0}" if want[0] <= 10 else f"{want[0]}.x"
@@ -445,24 +452,51 @@ def _cuda_older_than_gpu(
     elif stated.tf_version is not None and stated.tf_line is not None:
         tested = compat.tested_cuda(stated.tf_version)
         if tested is None or not tested[0]:
-            return
+            return None
         try:
             have = tuple(int(p) for p in tested[0].split(".")[:2])
         except ValueError:
-            return
+            return None
         line, weight = stated.tf_line, 3.0
         runs = f"{tested[0]} (TensorFlow {stated.tf_version}'s tested build)"
     else:
+        return None
+    return _GpuUnderCuda(need, first, have, runs, line, weight)
+
+
+def cuda_covers_gpu(stated: Stated) -> bool | None:
+    """Whether the CUDA this TensorFlow runs on has code for the GPU, as far as the log states
+    both (None: it does not, or the tables are unreadable)."""
+    try:
+        compat = load_compat()
+    except KnowledgeError:
+        return None
+    found = _gpu_under_cuda(_cc_from_model(stated, compat), compat)
+    return None if found is None else found.covered
+
+
+def _cuda_older_than_gpu(
+    stated: Stated,
+    compat: Compat,
+    add: Add,
+    note: Note,
+    *,
+    library_failed: bool = False,
+) -> None:
+    """A GPU newer than the CUDA this TensorFlow runs on: that CUDA's libraries (cuBLAS, cuDNN)
+    have no code for it (an RTX 30 card under a CUDA 10 build, an RTX 50 under CUDA 11). A
+    cuDNN or cuBLAS failure on such a GPU is what that looks like: it counts as explained."""
+    found = _gpu_under_cuda(stated, compat)
+    if found is None or found.covered:
         return
-    if have >= need[: len(have)]:
-        return
-    where = [line, stated.cc_newest_line] if stated.cc_newest_line else [line]
-    add("unsupported_gpu_arch", weight + (ARCH_EXPLAINS_LIBRARY if library_failed else 0), where)
+    where = [found.line, stated.cc_newest_line] if stated.cc_newest_line else [found.line]
+    bonus = ARCH_EXPLAINS_LIBRARY if library_failed else 0
+    add("unsupported_gpu_arch", found.weight + bonus, where)
     note(
         "unsupported_gpu_arch",
-        f"The GPU has compute capability {stated.cc_newest} ({first[1]}), which needs CUDA "
-        f"{first[0]} or newer; this TensorFlow runs on CUDA {runs}, whose libraries "
-        "have no code for it. Use a TensorFlow built for a newer CUDA.",
+        f"The GPU has compute capability {stated.cc_newest} ({found.first[1]}), which needs "
+        f"CUDA {found.first[0]} or newer; this TensorFlow runs on CUDA {found.runs}, whose "
+        "libraries have no code for it. Use a TensorFlow built for a newer CUDA.",
     )
 
 

@@ -1070,6 +1070,28 @@ def test_a_gpu_newer_than_the_cuda_tensorflow_runs_on_is_an_unsupported_gpu() ->
     assert "unsupported_gpu_arch" not in ranked(_gpu_under_cuda("7.5", "libcudart.so.10.1"))
 
 
+def test_a_cublas_kernel_the_gpu_could_not_execute_points_at_the_card_not_at_memory() -> None:
+    """CUBLAS_STATUS_EXECUTION_FAILED, then TF's "Blas GEMM launch failed", with nothing naming
+    the GPU (matterport/Mask_RCNN#2510: an RTX 30 card under TF 1.15's CUDA 10.0; CHTC's A100s
+    under TF 1.14): the card is too new for the CUDA the build carries. The same launch
+    failure after a cuBLAS handle that could not be made is memory held elsewhere."""
+    failed = (
+        "2021-03-24 19:51:27.096512: E tensorflow/stream_executor/cuda/cuda_blas.cc:428] failed "
+        "to run cuBLAS routine: CUBLAS_STATUS_EXECUTION_FAILED\n"
+        "tensorflow.python.framework.errors_impl.InternalError: Blas GEMM launch failed : "
+        "a.shape=(8192, 8192), b.shape=(8192, 8192), m=8192, n=8192, k=8192\n"
+    )
+    found = diagnose(failed.encode()).causes
+    assert found[0].id == "unsupported_gpu_arch"
+    assert "CUBLAS_STATUS_EXECUTION_FAILED" in found[0].explanation
+    assert "gpu_memory_contention" not in [c.id for c in found]  # the launch line says no more
+    no_handle = failed.replace(
+        "failed to run cuBLAS routine: CUBLAS_STATUS_EXECUTION_FAILED",
+        "failed to create cublas handle: CUBLAS_STATUS_NOT_INITIALIZED",
+    )
+    assert ranked(no_handle)[:1] == ["gpu_memory_contention"]
+
+
 @pytest.mark.parametrize(
     ("log", "first"),
     [
