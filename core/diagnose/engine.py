@@ -408,9 +408,10 @@ class Diagnoser:
             _speed_only_rule(self.series, add, notes)
         # A run that got as far as allocating tensors was not stopped by a missing GPU: the
         # "no driver / cuInit failed" start-up notices then describe the setting, not the crash.
-        # (memory that kept growing was measured over a run that went on, too)
+        # (so did one that printed reading after reading, memory or step times)
         if "no_gpu_visible" in scores and (
-            _went_on(self.hits) or scores.get("memory_leak", 0.0) >= MIN_SCORE
+            _went_on(self.hits)
+            or any(len(readings) >= RAN_ON_READINGS for readings in self.series.values())
         ):
             # training ran (on the CPU): not why it failed, unless the log asked for the GPUs
             # and got none, and nothing else went wrong (the question is why it is on the CPU)
@@ -787,6 +788,7 @@ def _notices_then_another_ending(
 # cuSOLVER's major-10 library, CUDA 10.1 to 11.0 only (Linux soname, Windows DLL)
 _CUSOLVER_10 = re.compile(r"(?:libcusolver\.so\.10|cusolver64_10\.dll)$")
 SERIES_KEPT = 5000
+RAN_ON_READINGS = 5  # a series this long was printed by a program that got on with its work
 # a memory size in a line that tells several ("1.2 GB -> 2.4 GB -> 3.6 GB")
 _NUMBER = re.compile(r"\d+(?:\.\d+)?")
 _SIZE_IN_LINE = re.compile(r"(\d+(?:\.\d+)?)\s*([KMG]i?B)\b", re.IGNORECASE)
