@@ -216,7 +216,7 @@ def _render_cause(
         out = [paint(f"{rank}. {c.shown_title}", "2") + f"  [{c.id}, {c.confidence:.0%}]"]
         return out + [f"     {line}" for line in textwrap.wrap(tell, width - 5)]
     colour = "31;1" if rank == 1 else "33"
-    out = [paint(f"{rank}. {c.title}", colour) + f"  [{c.id}, {c.confidence:.0%}]"]
+    out = [paint(f"{rank}. {c.shown_title}", colour) + f"  [{c.id}, {c.confidence:.0%}]"]
     if seen_in:
         out.append(f"     seen in: {seen_in}")
     for line in textwrap.wrap(c.explanation, width - 5):

@@ -249,11 +249,22 @@ class Cause:
     # not a finding: a cause whose signs look like those of the cause named first, offered
     # after it with how to tell them apart (its fixes stay off the proposals)
     look_alike: bool = False
+    # not a finding either: a cause guessed from a paste's wording alone, no line of which any
+    # rule read (its fixes stay off the proposals until something confirms it)
+    guess: bool = False
 
     @property
     def shown_title(self) -> str:
-        """The title as every view shows it: a look-alike says it is one."""
-        return f"Look-alike: {self.title}" if self.look_alike else self.title
+        """The title as every view shows it: a look-alike or a guess says it is one."""
+        if self.look_alike:
+            return f"Look-alike: {self.title}"
+        return f"Guess: {self.title}" if self.guess else self.title
+
+    @property
+    def confirmed(self) -> bool:
+        """Found by what the evidence says, not only offered beside it (a look-alike) or
+        guessed from wording: its fixes may be proposed."""
+        return not (self.look_alike or self.guess)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -264,6 +275,7 @@ class Cause:
             "evidence": [e.to_json() for e in self.evidence],
             "fixes": list(self.fixes),
             "look_alike": self.look_alike,
+            "guess": self.guess,
         }
 
     @classmethod
@@ -276,6 +288,7 @@ class Cause:
             tuple(Evidence.from_json(e) for e in data.get("evidence") or ()),
             tuple(str(f) for f in data.get("fixes") or ()),
             bool(data.get("look_alike", False)),
+            bool(data.get("guess", False)),
         )
 
 

@@ -151,8 +151,9 @@ class Analysis:
 
     @property
     def cause_ids(self) -> list[str]:
-        """The ranked causes found (not the first one's look-alikes), best first."""
-        return [r.cause.id for r in self.ranked if not r.cause.look_alike]
+        """The ranked causes found (not the first one's look-alikes, not guesses from wording
+        alone), best first."""
+        return [r.cause.id for r in self.ranked if r.cause.confirmed]
 
 
 # --------------------------------------------------------------------------- workload hints
@@ -255,7 +256,11 @@ def analyse(inputs: Inputs) -> Analysis:
             dataclasses.replace(
                 cause_finding(
                     rc.cause,
-                    Severity.INFO if rc.cause.look_alike else rank_severity(first + i),
+                    Severity.INFO
+                    if rc.cause.look_alike
+                    else min(rank_severity(first + i), Severity.WARNING)
+                    if rc.cause.guess
+                    else rank_severity(first + i),
                     sources=rc.sources,
                     evidence=with_context(inputs.logs, rc.cause.evidence),
                 ),

@@ -66,8 +66,8 @@ def combine(found: Iterable[tuple[str, Cause]]) -> list[RankedCause]:
     merged: dict[str, tuple[float, list[Evidence], list[str], Cause]] = {}
     for source, c in found:
         miss, ev, srcs, first = merged.get(c.id, (1.0, [], [], c))
-        if first.look_alike and not c.look_alike:
-            first = c  # a source found it: its words, not a look-alike's
+        if not first.confirmed and c.confirmed:
+            first = c  # a source found it: its words, not a look-alike's or a guess's
         miss *= 1.0 - max(0.0, min(1.0, c.confidence))
         quoted_by = {x.text: x.source for x in ev}  # a line two inputs quote is shown once
         for e in c.evidence:
@@ -83,7 +83,14 @@ def combine(found: Iterable[tuple[str, Cause]]) -> list[RankedCause]:
         effects = [1.0 - merged[e][0] for e in explaining.get(cid, ()) if e in merged]
         conf = max([conf, *(round(x, 2) for x in effects)])
         cause = Cause(
-            cid, conf, first.title, first.explanation, tuple(ev), first.fixes, first.look_alike
+            cid,
+            conf,
+            first.title,
+            first.explanation,
+            tuple(ev),
+            first.fixes,
+            first.look_alike,
+            first.guess,
         )
         ranked.append(RankedCause(cause, tuple(srcs)))
     ranked.sort(

@@ -496,7 +496,8 @@ class Diagnoser:
             # only a paste none of whose lines any signature read is guessed at: one with lines
             # read and found harmless, or telling only of the machine, was read, not unread
             causes = self._guessed_from_words()
-        causes.extend(_look_alikes(causes, self.causes, not_for))
+        if causes and causes[0].confirmed:  # a guess has no lines for a look-alike to share
+            causes.extend(_look_alikes(causes, self.causes, not_for))
         return Diagnosis(
             causes=tuple(causes),
             lines_read=self.lines_read,
@@ -552,6 +553,7 @@ class Diagnoser:
                     explanation=f"{note} {info.explanation}",
                     evidence=tuple(evidence),
                     fixes=info.fixes,
+                    guess=True,
                 )
             )
         return out

@@ -82,8 +82,9 @@ def proposed_fixes(
     m = measured or Measured()
     order: dict[str, list[str]] = {}
     for rc in causes:
-        if rc.cause.look_alike:
-            continue  # not found, only possible: its card lists its fixes, none is proposed
+        if not rc.cause.confirmed:
+            continue  # not found, only possible (a look-alike, a guess from wording): its card
+            # lists its fixes, none is proposed
         for fid in rc.cause.fixes:
             order.setdefault(fid, []).append(rc.cause.title)
     for f in sorted(findings, key=lambda f: -int(f.severity)):

@@ -131,7 +131,7 @@ def _summary(analysis: Analysis | None) -> dict[str, Any]:
     top = ranked[0].cause
     words = confidence_words(top.confidence)
     return {
-        "headline": f"{top.title} ({words}, {round(top.confidence * 100)}%)",
+        "headline": f"{top.shown_title} ({words}, {round(top.confidence * 100)}%)",
         "cause": top.id,
         "confidence": top.confidence,
     }
@@ -315,6 +315,7 @@ def _causes(ranked: Sequence[RankedCause]) -> list[dict[str, Any]]:
             # a look-alike quotes the first cause's lines: marked, and its lines not repeated
             "title": rc.cause.shown_title,
             "look_alike": rc.cause.look_alike,
+            "guess": rc.cause.guess,
             "confidence": rc.cause.confidence,
             "confidence_words": confidence_words(rc.cause.confidence),
             "seen_in": list(rc.sources),

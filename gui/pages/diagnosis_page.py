@@ -134,8 +134,9 @@ class DiagnosisPage(QWidget):
         self.moments.addStretch(1)
         if self.ranked:
             top = self.ranked[0].cause
+            lead = "Only a guess, from the log's wording" if top.guess else "Most likely"
             self.summary.setText(
-                f"Most likely: <b>{top.title}</b> ({confidence_words(top.confidence)}, "
+                f"{lead}: <b>{top.title}</b> ({confidence_words(top.confidence)}, "
                 f"{round(top.confidence * 100)}%)."
             )
             if self.causes.cards():

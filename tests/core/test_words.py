@@ -8,7 +8,9 @@ from pathlib import Path
 import pytest
 
 from tests.corpus import cases
+from tfdoctor.core.diagnose.combine import combine
 from tfdoctor.core.diagnose.engine import WORD_GUESS_CONFIDENCE, diagnose
+from tfdoctor.core.fixes.propose import proposed_fixes
 from tfdoctor.core.knowledge.causes import causes
 from tfdoctor.core.knowledge.loader import KnowledgeError
 from tfdoctor.core.knowledge.words import (
@@ -20,6 +22,7 @@ from tfdoctor.core.knowledge.words import (
     word_profile,
     words_in,
 )
+from tfdoctor.core.model import Cause
 from tools.train_word_profile import shipped_text
 
 # a card the build has no kernels for, told in a framework's own words (no signature reads
@@ -174,3 +177,25 @@ def test_a_broken_profile_is_refused_in_one_line_naming_the_file(
 def test_a_profile_needs_harmless_logs() -> None:
     with pytest.raises(ValueError, match="harmless"):
         train([("gpu_oom", b"allocation failed")])
+
+
+def test_a_guess_is_marked_everywhere_and_its_fixes_are_not_proposed() -> None:
+    """A guess names its cause's fixes on its card, like a look-alike, but nothing proposes
+    them: a fix is applied for what the evidence found, not for what the wording suggests."""
+    found = diagnose(PASTE.encode(), words=_profile())
+    first = found.causes[0]
+    assert first.guess and not first.confirmed and first.fixes
+    assert first.shown_title == f"Guess: {first.title}"
+    assert not any(c.look_alike for c in found.causes)  # no lines for a look-alike to share
+    assert found.to_json()["causes"][0]["guess"] is True
+    back = Cause.from_json(first.to_json())
+    assert back.guess and back == first
+    ranked = combine(("your log", c) for c in found.causes)
+    assert all(rc.cause.guess for rc in ranked)
+    assert proposed_fixes(ranked, [], None).fixes == []
+    # the same cause found by a source that read it: a finding, whose fixes are proposed
+    read = Cause("unsupported_gpu_arch", 0.9, first.title, "read from a line", (), first.fixes)
+    merged = combine([("your log", first), ("your machine", read)])
+    arch = next(rc.cause for rc in merged if rc.cause.id == "unsupported_gpu_arch")
+    assert arch.confirmed and arch.explanation == "read from a line"
+    assert proposed_fixes(merged, [], None).fixes

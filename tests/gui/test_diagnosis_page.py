@@ -65,3 +65,20 @@ def test_a_plain_python_error_is_named_not_a_gpu_cause(qtbot) -> None:  # type: 
     assert page.ranked == [] and page.causes.cards() == []
     assert "Python error of the program itself" in text and "ValueError" in text
     assert "No known failure pattern" not in text
+
+
+def test_a_paste_only_guessed_at_says_so_and_proposes_no_fix(qtbot) -> None:  # type: ignore[no-untyped-def]
+    """A node line from an error whose message the paste left out: nothing reads it, so the
+    shipped wording profile guesses. The page says it is a guess, and no fix is proposed."""
+    node = (
+        '[[Node: MatMul = MatMul[T=DT_FLOAT, transpose_a=false, transpose_b=false, _device="/'
+        'job:localhost/replica:0/task:0/gpu:0"](dense/kernel/read, input_1)]]\n'
+    )
+    s = Session(door="log")
+    s.add_log("paste.log", node.encode())
+    page = _page(qtbot, s)
+    assert page.ranked and all(rc.cause.guess for rc in page.ranked)
+    assert page.summary.text().startswith("Only a guess, from the log's wording: <b>")
+    titles = [c.finding.title for c in page.causes.cards()]
+    assert all(t.startswith("Guess: ") for t in titles)
+    assert analyse(Inputs(tuple(s.logs))).fix_ids == []
