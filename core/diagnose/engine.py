@@ -43,6 +43,7 @@ from tfdoctor.core.knowledge import causes as known_causes
 from tfdoctor.core.knowledge import signatures as known_signatures
 from tfdoctor.core.knowledge.causes import CauseInfo as CauseInfo
 from tfdoctor.core.knowledge.causes import load_causes as load_causes
+from tfdoctor.core.knowledge.loader import KnowledgeError
 from tfdoctor.core.knowledge.signatures import SAYS_FIELD
 from tfdoctor.core.knowledge.signatures import Signature as Signature
 from tfdoctor.core.knowledge.signatures import load_signatures as load_signatures
@@ -521,7 +522,10 @@ class Diagnoser:
         words look harmless, or when it was a log file, not a paste."""
         if self.words is None or not self._word_at:
             return []
-        profile = self.words()
+        try:
+            profile = self.words()
+        except KnowledgeError:
+            return []  # a broken install: the rules still work without the profile
         ranked = [
             (c, s) for c, s in profile.rank(self._word_at) if c in self.causes or c == HARMLESS
         ]

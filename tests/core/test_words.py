@@ -9,7 +9,8 @@ import pytest
 
 from tests.corpus import cases
 from tfdoctor.core.diagnose.combine import combine
-from tfdoctor.core.diagnose.engine import WORD_GUESS_CONFIDENCE, diagnose
+from tfdoctor.core.diagnose.engine import WORD_GUESS_CONFIDENCE, diagnose, new_diagnoser
+from tfdoctor.core.diagnose.reader import iter_chunks
 from tfdoctor.core.fixes.propose import proposed_fixes
 from tfdoctor.core.knowledge.causes import causes
 from tfdoctor.core.knowledge.loader import KnowledgeError
@@ -199,3 +200,16 @@ def test_a_guess_is_marked_everywhere_and_its_fixes_are_not_proposed() -> None:
     arch = next(rc.cause for rc in merged if rc.cause.id == "unsupported_gpu_arch")
     assert arch.confirmed and arch.explanation == "read from a line"
     assert proposed_fixes(merged, [], None).fixes
+
+
+def test_a_broken_install_without_a_readable_profile_still_diagnoses(tmp_path: Path) -> None:
+    """words.toml missing or unreadable (a packaging mistake): no guesses, no traceback, and
+    the rules answer as before."""
+
+    def broken() -> WordProfile:
+        return load_word_profile(tmp_path / "missing.toml")
+
+    d = new_diagnoser(broken)
+    for chunk in iter_chunks(PASTE.encode(), "paste"):
+        d.feed(chunk)
+    assert d.result().causes == ()
