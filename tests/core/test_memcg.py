@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -174,7 +175,10 @@ def test_tfdoctors_own_kills_are_kept_out_of_the_machines_findings(
     assert facts.value("kernel_log.own_oom_kills") >= 2
     found = {f.id: f for f in run_checks(facts, CheckContext({"system": probe}), done=["system"])}
     machine = found["system.recent_oom_kills"]
-    assert not any(str(ours) in e.text or str(recorded) in e.text for e in machine.evidence)
+    # a kill line names its process as "Killed process N (" or "pid=N,": a bare substring of
+    # the PID would also match a timestamp, an RSS figure or the user's cgroup name above
+    named = re.compile(rf"(?:[Pp]rocess |pid=)(?:{ours}|{recorded})(?!\d)")
+    assert not any(named.search(e.text) for e in machine.evidence)
     # in words: how much RAM it held, and that its cgroup's limit (not the machine) was hit
     assert f"(pid {theirs}) held" in machine.explanation
     assert "reached its limit" in machine.explanation
