@@ -22,14 +22,14 @@ from typing import TYPE_CHECKING, Any
 
 from tfdoctor.core.diagnose.combine import (
     RankedCause,
+    card_severity,
     cause_finding,
     combined_causes,
-    rank_severity,
 )
 from tfdoctor.core.diagnose.engine import diagnose, shipped_causes
 from tfdoctor.core.diagnose.telemetry_rules import telemetry_causes
 from tfdoctor.core.fixes.propose import measure, proposed_fixes
-from tfdoctor.core.model import Cause, Diagnosis, Evidence, Facts, Finding, Severity, Target
+from tfdoctor.core.model import Cause, Diagnosis, Evidence, Facts, Finding, Target
 
 if TYPE_CHECKING:
     from tfdoctor.core.bench.observe import WatchResult
@@ -256,11 +256,7 @@ def analyse(inputs: Inputs) -> Analysis:
             dataclasses.replace(
                 cause_finding(
                     rc.cause,
-                    Severity.INFO
-                    if rc.cause.look_alike
-                    else min(rank_severity(first + i), Severity.WARNING)
-                    if rc.cause.guess
-                    else rank_severity(first + i),
+                    card_severity(rc.cause, first + i),
                     sources=rc.sources,
                     evidence=with_context(inputs.logs, rc.cause.evidence),
                 ),

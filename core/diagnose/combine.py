@@ -178,3 +178,11 @@ def cause_finding(
 def rank_severity(rank: int) -> Severity:
     """The best explanation is shown as an error, the others as warnings."""
     return Severity.ERROR if rank == 0 else Severity.WARNING
+
+
+def card_severity(cause: Cause, rank: int) -> Severity:
+    """How a cause's card is shown at this rank: a look-alike as information, a guess from
+    wording as a warning at best, a finding by its rank."""
+    if cause.look_alike:
+        return Severity.INFO
+    return Severity.WARNING if cause.guess else rank_severity(rank)

@@ -122,9 +122,10 @@ class Diagnoser:
         # gives the wording profile that guesses candidates for a paste no rule reads (read
         # only when one is needed; None: never guess)
         self.words = words
-        # each word of a paste and where it is first used (None: not a paste, or no profile)
-        self._word_at: dict[str, tuple[Chunk, int]] | None = {} if words is not None else None
-        self._bytes_read = 0
+        # the chunks of a paste, kept to read its words only if a guess is needed (None: a log
+        # file, not a paste, or no profile)
+        self._paste: list[Chunk] | None = [] if words is not None else None
+        self._paste_bytes = 0
         # All anchors are found in one pass of an Aho-Corasick automaton (compiled code):
         # Python's re walks an alternation position by position at a few MB/s.
         by_anchor: dict[str, dict[str, Signature]] = {}  # each signature once per anchor
@@ -207,13 +208,12 @@ class Diagnoser:
             self._examine(chunk, line_start, line_end, line_anchors)
         if bfc_starts or not bfc.idle:
             bfc.feed_chunk(chunk.first_line, raw, bfc_starts, chunk.line_at, listing)
-        self._bytes_read += len(raw)
-        if self._word_at is not None:
-            if self._bytes_read > BARE_SCAN_BYTES:
-                self._word_at = None  # a log file, not a paste: no guessing from its words
+        if self._paste is not None:
+            self._paste_bytes += len(raw)
+            if self._paste_bytes > BARE_SCAN_BYTES:
+                self._paste = None  # a log file, not a paste: no guessing from its words
             else:
-                for word, at in words_in(raw).items():
-                    self._word_at.setdefault(word, (chunk, at))
+                self._paste.append(chunk)
         if self.lines_read == 0 and len(raw) <= BARE_SCAN_BYTES:
             self._bare_figures(chunk)
             self.cut_at_allocation = _traceback_cut_at_allocation(chunk)
@@ -520,25 +520,27 @@ class Diagnoser:
         profile): the causes under which its words are far likelier than under the harmless
         logs, with the words that point there most and the lines that hold them. None when its
         words look harmless, or when it was a log file, not a paste."""
-        if self.words is None or not self._word_at:
+        if self.words is None or not self._paste:
             return []
+        word_at: dict[str, tuple[Chunk, int]] = {}  # each word, where it is first used
+        for chunk in self._paste:
+            for word, at in words_in(chunk.raw).items():
+                word_at.setdefault(word, (chunk, at))
         try:
             profile = self.words()
         except KnowledgeError:
             return []  # a broken install: the rules still work without the profile
-        ranked = [
-            (c, s) for c, s in profile.rank(self._word_at) if c in self.causes or c == HARMLESS
-        ]
+        ranked = [(c, s) for c, s in profile.rank(word_at) if c in self.causes or c == HARMLESS]
         harmless = dict(ranked).get(HARMLESS, -math.inf)
         guesses = [(c, s) for c, s in ranked if c != HARMLESS][:WORD_GUESSES]
         if not guesses or guesses[0][1] - harmless <= WORD_GUESS_MARGIN:
             return []
         out = []
         for (cid, _), confidence in zip(guesses, WORD_GUESS_CONFIDENCE, strict=False):
-            told = profile.telling(cid, self._word_at)
+            told = profile.telling(cid, word_at)
             evidence: list[Evidence] = []
             for word in told:
-                chunk, at = self._word_at[word]
+                chunk, at = word_at[word]
                 start = chunk.raw.rfind(b"\n", 0, at) + 1
                 end = chunk.raw.find(b"\n", at)
                 text = chunk.raw[start : len(chunk.raw) if end < 0 else end]
