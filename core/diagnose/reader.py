@@ -64,6 +64,15 @@ _ORIGIN = re.compile(
 )
 # a JSON string holding one output line, as in .ipynb files: "text...\n",
 _JSON_LINE = re.compile(r'(?m)^[ \t]*"((?:[^"\\\n]|\\.)*)",?[ \t]*$')
+# a container log collector's record of one output line: Docker's json-file driver
+# ({"log":"text...\n","stream":"stderr","time":"..."}), and Kubernetes or cloud loggers that
+# name the line "message", "msg" or "textPayload" (other fields, before or after, are dropped)
+_JSON_STR = r'"(?:[^"\\\n]|\\.)*"'
+_JSON_RECORD = re.compile(
+    rf"(?m)^[ \t]*\{{(?:[ \t]*{_JSON_STR}[ \t]*:[ \t]*(?:{_JSON_STR}|[\w.+-]+)[ \t]*,)*?"
+    rf'[ \t]*"(?:log|message|msg|textPayload)"[ \t]*:[ \t]*"((?:[^"\\\n]|\\.)*)"'
+    r"[^\n]*\}[ \t]*,?[ \t]*$"
+)
 
 
 class Chunk:
@@ -161,6 +170,8 @@ def clean(text: str) -> str:
     the engine looks at.
     """
     if '\\n"' in text:
+        if '{"' in text or '{ "' in text:
+            text = _JSON_RECORD.sub(_unescape, text)
         text = _JSON_LINE.sub(_unescape, text)
     return text
 
@@ -642,10 +653,11 @@ def plain_markdown(raw: bytes) -> bytes:
 
 # what a runner writes before every line of a job's output: a bracketed stream, pod or rank
 # ("[stderr] ", "[pod/trainer-0/trainer] ", mpirun's "[1,0]<stderr>:"), srun's "0: ",
-# pytest's "E       ", a container's "algo-1-3x2kf  | "
+# pytest's "E       ", a container's "algo-1-3x2kf  | "; and a list's bullet on every line, as a
+# rich-text page or chat copies a log (•, ◦, ▪)
 _RUNNER_TAG = re.compile(
     rb"(?:\[[^\]\n]{1,40}\](?:<std(?:out|err)>)?:?[ \t]*|\d{1,4}:[ \t]+|[A-Z] {3,}"
-    rb"|[\w.-]{1,40} +\| )"
+    rb"|[\w.-]{1,40} +\| |(?:\xe2\x80\xa2|\xe2\x97\xa6|\xe2\x96\xaa)[ \t]+)"
 )
 SHARED_PREFIX_LINES = 3
 

@@ -956,6 +956,7 @@ def test_output_pasted_as_a_printed_repr_or_json_string_gets_the_same_first_caus
         "[2023-01-01T10:00:01.123Z] ",  # Jenkins' ISO time, Azure ML's
         "#12 3.456 ",  # Docker BuildKit's step and second
         "2023-01-01T10:00:00.000000+00:00 app[web.1]: ",  # Heroku's
+        "\u2022 ",  # a rich-text page's or a chat's list bullet
     ],
     ids=[
         "colab-viewer",
@@ -985,6 +986,7 @@ def test_output_pasted_as_a_printed_repr_or_json_string_gets_the_same_first_caus
         "iso-bracketed",
         "buildkit",
         "heroku",
+        "rich-text-bullet",
     ],
 )
 def test_a_log_collectors_prefix_on_every_line_keeps_the_first_cause(prefix: str) -> None:
@@ -1480,6 +1482,35 @@ def test_a_notebooks_json_output_deep_in_a_big_log_full_of_windows_paths_is_read
     assert d.causes[0].id == "gpu_oom"
     shown = [e.text for e in d.causes[0].evidence if "ran out of memory" in e.text]
     assert shown and all('\\"' not in t and not t.endswith('\\n",') for t in shown)
+
+
+def test_a_container_loggers_json_records_are_read_as_the_lines_they_hold() -> None:
+    """`docker logs` of the json-file driver, or a log collector's export, wraps each output
+    line in a JSON record: the line inside is read (a bare "Killed" is found at a line start),
+    and the evidence shows it as printed, not as its JSON string."""
+    lines = [
+        "2021-03-04 05:06:07.000001: I tensorflow/core/kernels/data/shuffle_dataset_op.cc:111] "
+        "Filling up shuffle buffer (this may take a while): 416 of 2048",
+        "Killed",
+    ]
+    docker = "".join(
+        json.dumps({"log": t + "\n", "stream": "stderr", "time": f"2021-03-04T05:06:0{i}Z"}) + "\n"
+        for i, t in enumerate(lines)
+    )
+    d = diagnose(docker.encode())
+    assert d.causes[0].id == "host_oom"
+    assert any(e.text == "Killed" for e in d.causes[0].evidence)
+    oom = (
+        "W tensorflow/core/common_runtime/bfc_allocator.cc:479] Allocator (GPU_0_bfc) ran out "
+        'of memory trying to allocate 2.00GiB (rounded to 2147483648)requested by op "Conv2D"'
+    )
+    k8s = json.dumps({"severity": "ERROR", "message": oom + "\n", "pod": "trainer-0"}) + "\n"
+    d = diagnose(k8s.encode())
+    assert d.causes[0].id == "gpu_oom"
+    assert any(e.text.endswith('requested by op "Conv2D"') for e in d.causes[0].evidence)
+    # a JSON record of something else stays as it is
+    other = json.dumps({"step": 3, "loss": "0.25\n"}) + "\n"
+    assert diagnose(other.encode()).causes == ()
 
 
 JUNK_DIGITS = "1" * 5000  # int() refuses more than 4,300 digits; a float overflows past 308

@@ -30,6 +30,7 @@ from tests.corpus import (
     TUNED_ON_SEALED,
     Case,
     cases,
+    container_logged,
     engine_for,
     hard_wrapped,
     last_line_cut,
@@ -189,13 +190,14 @@ def main() -> int:
             kept_when(
                 p, f"hard-wrapped at {width} columns", partial(hard_wrapped, width=width), False
             )
+        kept_when(p, "each line a container log's JSON record", container_logged, False)
     sealed = results.get("sealed", 0.0)
     clean = [
         ok for (p, name), ok in RIGHT_FIRST.items() if p == "sealed" and name not in TUNED_ON_SEALED
     ]
     right = sum(clean)
     print(
-        f"sealed, leaving out the {len(TUNED_ON_SEALED)} tuned on by mistake: top-1 "
+        f"sealed, leaving out the {len(TUNED_ON_SEALED)} tuned on: top-1 "
         f"{right / max(1, len(clean)):.3f} ({right}/{len(clean)})"
     )
     print(f"sealed top-1 {sealed:.2f} (target >= {TARGET_SEALED_TOP1})")
