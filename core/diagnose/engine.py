@@ -1189,6 +1189,35 @@ def _shaped_examples(signatures: tuple[Signature, ...]) -> _Shaped:
 
 
 _Named = tuple[tuple[Signature, dict[str, str]], ...]
+# a paste's last line of one word, and the fewest letters of it that may be a cut word
+_ONE_WORD = re.compile(r"[A-Za-z]{4,}")
+_ONE_WORD_LINE = re.compile(r"([A-Za-z]{5,}):?")
+# per set of signatures, the one-word lines they read whole: (word, signature)
+_ONE_WORDS: dict[int, tuple[tuple[Signature, ...], tuple[tuple[str, Signature], ...]]] = {}
+
+
+def _one_word_lines(signatures: tuple[Signature, ...]) -> tuple[tuple[str, Signature], ...]:
+    """The signatures that blame and read a line of one word whole ("Killed", "MemoryError",
+    "Aborted"), each with that word, from their examples."""
+    kept = _ONE_WORDS.get(id(signatures))
+    if kept is not None and kept[0] is signatures:
+        return kept[1]
+    found: dict[tuple[str, str], tuple[str, Signature]] = {}
+    for sig, _, _ in _shaped_examples(signatures):
+        for example in sig.examples:
+            if (m := _ONE_WORD_LINE.fullmatch(example.strip())) is not None:
+                found.setdefault((m.group(1), sig.id), (m.group(1), sig))
+    words = tuple(found.values())
+    if len(_ONE_WORDS) >= SHAPED_KEPT:
+        _ONE_WORDS.clear()
+    _ONE_WORDS[id(signatures)] = (signatures, words)
+    return words
+
+
+def _cut_word(start: str, word: str) -> bool:
+    """Whether `start` is `word` cut inside it, with at least half of it kept ("Kill" of
+    "Killed", "MemoryE" of "MemoryError"; not "Memo")."""
+    return len(start) < len(word) and word.startswith(start) and 2 * len(start) >= len(word)
 
 
 def _last_line_cut(
@@ -1209,6 +1238,12 @@ def _last_line_cut(
         return None  # a sentence that ended
     kept = line[: len(line) - len(mark)].rstrip() if mark else line  # the one who cut it said so
     message = _shape_of(_SOURCE_PREFIX.sub("", kept, count=1))
+    where = (chunk.source, chunk.first_line + len(lines) - 1, line.strip()[:500])
+    if _ONE_WORD.fullmatch(message):
+        # a line of one word a signature reads whole ("Killed", "MemoryError"), cut inside it
+        words = _one_word_lines(signatures)
+        cut = tuple(sig for word, sig in words if _cut_word(message, word))
+        return (cut, (), where) if cut else None
     if len(message) < CUT_MESSAGE_MIN or len(_WORD.findall(message)) < CUT_WORDS_MIN:
         return None  # too little to tell one message from another; a rule of ===== or dots
     head, tail = message[:CUT_HEAD_CHARS], message[-CUT_TAIL_CHARS:]
@@ -1244,7 +1279,6 @@ def _last_line_cut(
             break
     if not found and not named:
         return None
-    where = (chunk.source, chunk.first_line + len(lines) - 1, line.strip()[:500])
     return tuple(found), tuple(named), where
 
 

@@ -1598,6 +1598,33 @@ def test_a_whole_last_line_or_a_rule_of_signs_is_not_read_as_cut() -> None:
     assert all("stops mid-message" not in c.explanation for c in skipping.causes)
 
 
+def test_a_last_line_of_one_word_cut_inside_it_is_read_as_that_word() -> None:
+    """A stored thread's excerpt that ends inside the paste's last line, a word a signature
+    reads whole ("Killed", "MemoryError"): read as a cut message, at half weight, when at least
+    half the word is left; fewer letters say nothing."""
+    traceback = (
+        b'Traceback (most recent call last):\n  File "train.py", line 3, in <module>\n'
+        b"    x = np.zeros((10**6, 10**6))\n"
+    )
+    for cut in (b"Loading data...\nKill", b"Loading data...\nKille", traceback + b"MemoryE"):
+        d = diagnose(cut)
+        assert d.causes[0].id == "host_oom", cut
+        assert "stops mid-message" in d.causes[0].explanation
+        assert (
+            d.causes[0].confidence
+            < diagnose(cut.split(b"\n")[0] + b"\nKilled").causes[0].confidence
+        )
+    assert diagnose(b"Loading data...\nMemo").causes == ()
+    assert diagnose(b"Loading data...\nKil").causes == ()
+    assert diagnose(b"Epoch 1/10\nHello").causes == ()
+    # the F line of cpu_feature_guard.cc is its AVX check, however much of the message is left
+    fatal = (
+        b"2018-06-26 09:05:19.820309: F external/org_tensorflow/tensorflow/core/platform/"
+        b"cpu_feature_guard.cc:36] The TensorFlow library was compiled to use"
+    )
+    assert diagnose(fatal).causes[0].id == "cpu_instructions_unsupported"
+
+
 def test_a_cudnn_status_named_alone_offers_its_candidates() -> None:
     # another framework's words around the status TF's handle failure carries
     d = diagnose(b"RuntimeError: cuDNN error: CUDNN_STATUS_NOT_INITIALIZED\n")
