@@ -1192,26 +1192,18 @@ _Named = tuple[tuple[Signature, dict[str, str]], ...]
 # a paste's last line of one word, and the fewest letters of it that may be a cut word
 _ONE_WORD = re.compile(r"[A-Za-z]{4,}")
 _ONE_WORD_LINE = re.compile(r"([A-Za-z]{5,}):?")
-# per set of signatures, the one-word lines they read whole: (word, signature)
-_ONE_WORDS: dict[int, tuple[tuple[Signature, ...], tuple[tuple[str, Signature], ...]]] = {}
 
 
-def _one_word_lines(signatures: tuple[Signature, ...]) -> tuple[tuple[str, Signature], ...]:
+def _one_word_lines(signatures: tuple[Signature, ...]) -> list[tuple[str, Signature]]:
     """The signatures that blame and read a line of one word whole ("Killed", "MemoryError",
-    "Aborted"), each with that word, from their examples."""
-    kept = _ONE_WORDS.get(id(signatures))
-    if kept is not None and kept[0] is signatures:
-        return kept[1]
+    "Aborted"), each with that word, from their examples (looked for only when a paste ends in
+    a line of one word)."""
     found: dict[tuple[str, str], tuple[str, Signature]] = {}
     for sig, _, _ in _shaped_examples(signatures):
         for example in sig.examples:
             if (m := _ONE_WORD_LINE.fullmatch(example.strip())) is not None:
                 found.setdefault((m.group(1), sig.id), (m.group(1), sig))
-    words = tuple(found.values())
-    if len(_ONE_WORDS) >= SHAPED_KEPT:
-        _ONE_WORDS.clear()
-    _ONE_WORDS[id(signatures)] = (signatures, words)
-    return words
+    return list(found.values())
 
 
 def _cut_word(start: str, word: str) -> bool:
@@ -1228,7 +1220,8 @@ def _last_line_cut(
     one of each one's examples, which goes on after them in the same word (unless the paste
     marked the cut: a complete line may be a shorter form of the message). A message naming a
     library that did not load (whose weight the library decides) is read as whole when the
-    cut left the library's name whole: it, with its groups."""
+    cut left the library's name whole: it, with its groups. A last line of one word is read as a
+    one-word line a signature reads whole ("Killed") when it is that word cut, half of it left."""
     lines = chunk.text.rstrip().split("\n")
     line = clean_line(lines[-1]).rstrip()
     last = line[-_CUT_MARK_LONGEST:].lower()
