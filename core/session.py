@@ -27,6 +27,7 @@ from tfdoctor.core.diagnose.combine import (
     combined_causes,
 )
 from tfdoctor.core.diagnose.engine import diagnose, shipped_causes
+from tfdoctor.core.diagnose.reader import clean, clean_line
 from tfdoctor.core.diagnose.telemetry_rules import telemetry_causes
 from tfdoctor.core.fixes.propose import measure, proposed_fixes
 from tfdoctor.core.model import Cause, Diagnosis, Evidence, Facts, Finding, Target
@@ -470,9 +471,14 @@ def _read_lines(log: LogInput, numbers: set[int]) -> dict[int, str]:
         data = log.text
     out = {}
     top = max(numbers)
-    for n, raw in enumerate(data.split(b"\n"), 1):
+    lines = data.split(b"\n")
+    if lines and not lines[-1]:
+        lines.pop()  # the break that ends the last line starts no line of its own
+    for n, raw in enumerate(lines, 1):
         if n > top:
             break
         if n in numbers:
-            out[n] = raw.decode("utf-8", "replace").rstrip("\r")[:500]
+            # as the engine read it: a JSON record's line, without a collector's tag or quote
+            text = clean(raw.decode("utf-8", "replace").rstrip("\r"))
+            out[n] = clean_line(text)[:500]
     return out

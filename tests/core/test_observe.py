@@ -95,8 +95,10 @@ def test_a_real_kernel_killed_by_a_cgroup_oom_is_named_host_oom_with_the_climb(
 
 
 def test_a_process_that_exits_normally_gets_no_verdict(tmp_path: Path) -> None:
+    # long enough to be sampled even when the observer starts slowly on a loaded machine (a
+    # one-second job was once gone before the first sample, with two test runs on two cores)
     child = subprocess.Popen(
-        [sys.executable, "-c", "x = bytearray(64 << 20); import time; time.sleep(1.0)"]
+        [sys.executable, "-c", "x = bytearray(64 << 20); import time; time.sleep(3.0)"]
     )
     watched = observe.Watched(child.pid, "a short job", child=child)
     result = observe.Observer(watched, interval_s=0.05).start().wait()

@@ -148,6 +148,27 @@ def test_evidence_comes_with_the_lines_around_it() -> None:
     assert card.confidence == cause.confidence and "Seen in: crash log." in card.explanation
 
 
+def test_the_lines_around_the_evidence_read_as_the_engine_read_them() -> None:
+    """A container logger's JSON records and a collector's tag are shown as the lines they
+    hold, like the evidence line itself; the log's final line break adds no empty line."""
+    s = Session(door="log")
+    records = [
+        "Epoch 1/10",
+        "Filling up shuffle buffer (this may take a while): 416 of 2048",
+        "Killed",
+    ]
+    text = "".join(
+        json.dumps({"log": t + "\n", "stream": "stderr", "time": "2021-03-04T05:06:07Z"}) + "\n"
+        for t in records
+    )
+    s.add_log("docker.log", text.encode())
+    a = s.analysis()
+    assert a is not None and a.ranked[0].cause.id == "host_oom"
+    ev = with_context(s.logs, a.ranked[0].cause.evidence)
+    assert [e.text for e in ev] == records
+    assert [e.line for e in ev] == [1, 2, 3]
+
+
 def test_fix_parameters_come_from_what_was_measured() -> None:
     s = Session(target=current_target())
     s.check = report(
