@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
 from tfdoctor.core import __version__, cli_diagnose, cli_report
 from tfdoctor.core.bench.config import FAULTS, PRESETS
+from tfdoctor.core.knowledge.loader import KnowledgeError
 from tfdoctor.core.paths import refuse_existing
 from tfdoctor.core.redact import mask_secrets, mask_text
 from tfdoctor.core.terminal import EXIT_FINDINGS, EXIT_OK, EXIT_UNUSABLE, Painter
@@ -447,6 +448,8 @@ def main(argv: Sequence[str] | None = None, open_app: OpenApp | None = None) -> 
     except KeyboardInterrupt:
         print("tfdoctor: interrupted", file=sys.stderr)
         return 130
+    except KnowledgeError as e:  # a broken install: its data files, not the user's input
+        return _fail(f"{e} (tfdoctor's own data files are damaged: reinstall tfdoctor)")
     parser.error(f"unknown command {args.command}")
     return EXIT_UNUSABLE
 

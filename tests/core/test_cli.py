@@ -397,6 +397,26 @@ def test_diagnose_bad_sources_are_one_line_errors(tmp_path: Path) -> None:
         assert_no_traceback(p)
 
 
+def test_damaged_data_files_are_a_one_line_error_not_a_traceback(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A broken install (signatures.toml edited or cut short): `diagnose` names the file's
+    problem in one line and says to reinstall, exit 2."""
+    from tfdoctor.core import cli
+    from tfdoctor.core.knowledge import signatures as known_signatures
+    from tfdoctor.core.knowledge.loader import KnowledgeError
+
+    def damaged() -> None:
+        raise KnowledgeError("signatures.toml: [[signature]] #246 (tf_version_stated): bad regex")
+
+    monkeypatch.setattr(known_signatures, "signatures", damaged)
+    log = tmp_path / "crash.log"
+    log.write_text("Killed\n")
+    assert cli.main(["diagnose", str(log)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "signatures.toml" in err[0] and "reinstall" in err[0]
+
+
 @pytest.mark.parametrize(
     "args",
     [

@@ -1625,6 +1625,25 @@ def test_a_last_line_of_one_word_cut_inside_it_is_read_as_that_word() -> None:
     assert diagnose(fatal).causes[0].id == "cpu_instructions_unsupported"
 
 
+def test_the_issue_templates_system_information_is_read_as_stated_facts() -> None:
+    """TensorFlow's GitHub issue template, pasted with the error: its TF version (after "(use
+    command below)", with or without the git description) and GPU are facts the rules judge.
+    An RTX 3090 (compute capability 8.6) under TF 1.15 (CUDA 10.0) cannot create cuBLAS."""
+    template = (
+        "**System information**\n"
+        "- OS Platform and Distribution (e.g., Linux Ubuntu 16.04): Ubuntu 20.04\n"
+        "- TensorFlow installed from (source or binary): binary\n"
+        "- TensorFlow version (use command below): {tf}\n"
+        "- GPU model and memory: GeForce RTX 3090 24GB\n\n"
+        "E tensorflow/stream_executor/cuda/cuda_blas.cc:238] failed to create cublas handle: "
+        "CUBLAS_STATUS_NOT_INITIALIZED\n"
+    )
+    for tf in ("1.15.0", "v1.15.0-rc3-22-g590d6eef7e 1.15.0"):
+        d = diagnose(template.format(tf=tf).encode())
+        assert d.causes[0].id == "unsupported_gpu_arch", tf
+        assert "TensorFlow 1.15.0" in d.causes[0].explanation
+
+
 def test_a_cudnn_status_named_alone_offers_its_candidates() -> None:
     # another framework's words around the status TF's handle failure carries
     d = diagnose(b"RuntimeError: cuDNN error: CUDNN_STATUS_NOT_INITIALIZED\n")
