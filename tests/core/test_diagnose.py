@@ -1644,6 +1644,23 @@ def test_the_issue_templates_system_information_is_read_as_stated_facts() -> Non
         assert "TensorFlow 1.15.0" in d.causes[0].explanation
 
 
+def test_a_one_line_python_command_printing_the_version_states_it() -> None:
+    """`python -c "...; print(tf.__version__); print(tf.config.list_physical_devices())"`: its
+    first line of output is the version, and TF 2.13 on native Windows has no GPU build."""
+    paste = (
+        'C:\\Users\\me>python -c "import tensorflow as tf; print(tf.__version__); '
+        'print(tf.config.list_physical_devices())"\n'
+        "2.13.0\n"
+        "[PhysicalDevice(name='/physical_device:CPU:0', device_type='CPU')]\n"
+    )
+    d = diagnose(paste.encode())
+    assert d.causes[0].id == "no_gpu_visible"
+    assert "TensorFlow 2.13.0 on native Windows" in d.causes[0].explanation
+    # a first output line that is not a bare version states nothing
+    other = paste.replace("2.13.0\n", "WARNING: oneDNN custom operations are on 2.13.0\n")
+    assert "TensorFlow 2.13.0" not in diagnose(other.encode()).causes[0].explanation
+
+
 def test_a_cudnn_status_named_alone_offers_its_candidates() -> None:
     # another framework's words around the status TF's handle failure carries
     d = diagnose(b"RuntimeError: cuDNN error: CUDNN_STATUS_NOT_INITIALIZED\n")
