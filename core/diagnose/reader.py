@@ -23,9 +23,9 @@ CHUNK_BYTES = 4 << 20
 MAX_LINE_CHARS = 64 << 10  # longer "lines" are binary junk: readers cut them (see engine)
 
 _ANSI = re.compile(r"\x1b(?:\[[0-9;?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-Z\\-_])")
-# quote prefixes of mail / chat / markdown ("> ", "| "), the Python prompt, a list's bullet,
-# fences and the single backticks people wrap log lines in
-_PREFIX = re.compile(r"^[ \t]*(?:(?:>>>|\.\.\.|>|\||[*-](?=[ \t]+\S))[ \t]?)*`*")
+# quote prefixes of mail / chat / markdown ("> ", "| "), the Python prompt, a list's bullet (a
+# rich-text page's too: •, ◦, ▪), fences and the single backticks people wrap log lines in
+_PREFIX = re.compile(r"^[ \t]*(?:(?:>>>|\.\.\.|>|\||[*•◦▪-](?=[ \t]+\S))[ \t]?)*`*")
 _SUFFIX = re.compile(r"`+[ \t]*$")
 # what a log collector writes before each line of the program's output: Colab's runtime log
 # viewer, docker compose's service column, an ISO timestamp (docker logs -t, CI runners,
@@ -200,7 +200,7 @@ def clean_line(line: str) -> str:
     m = _ORIGIN.match(line)
     if m is not None:
         line = line[m.end() :]
-    if line[:1] in (">", "|", "`", " ", "\t", ".", "*", "-"):
+    if line[:1] in (">", "|", "`", " ", "\t", ".", "*", "-", "•", "◦", "▪"):
         quoted = _PREFIX.sub("", line, count=1)
         if line[:1] in (">", "|") and (m := _ORIGIN.match(quoted)) is not None:
             # a collector's prefix inside a quote: "> (pid=4240) ..."

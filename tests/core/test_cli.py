@@ -403,13 +403,14 @@ def test_damaged_data_files_are_a_one_line_error_not_a_traceback(
     """A broken install (signatures.toml edited or cut short): `diagnose` names the file's
     problem in one line and says to reinstall, exit 2."""
     from tfdoctor.core import cli
-    from tfdoctor.core.knowledge import signatures as known_signatures
+    from tfdoctor.core.diagnose import engine
     from tfdoctor.core.knowledge.loader import KnowledgeError
 
     def damaged() -> None:
         raise KnowledgeError("signatures.toml: [[signature]] #246 (tf_version_stated): bad regex")
 
-    monkeypatch.setattr(known_signatures, "signatures", damaged)
+    # the engine loads the shipped knowledge once per process (cached): where it loads it
+    monkeypatch.setattr(engine, "default_diagnoser_parts", damaged)
     log = tmp_path / "crash.log"
     log.write_text("Killed\n")
     assert cli.main(["diagnose", str(log)]) == 2

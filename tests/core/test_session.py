@@ -167,6 +167,12 @@ def test_the_lines_around_the_evidence_read_as_the_engine_read_them() -> None:
     ev = with_context(s.logs, a.ranked[0].cause.evidence)
     assert [e.text for e in ev] == records
     assert [e.line for e in ev] == [1, 2, 3]
+    # a rich-text page's bullets, one on every line
+    s = Session(door="log")
+    s.add_log("copied.txt", "".join(f"\u2022 {t}\n" for t in records).encode())
+    a = s.analysis()
+    assert a is not None and a.ranked[0].cause.id == "host_oom"
+    assert [e.text for e in with_context(s.logs, a.ranked[0].cause.evidence)] == records
 
 
 def test_fix_parameters_come_from_what_was_measured() -> None:
