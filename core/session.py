@@ -27,7 +27,7 @@ from tfdoctor.core.diagnose.combine import (
     combined_causes,
 )
 from tfdoctor.core.diagnose.engine import diagnose, shipped_causes
-from tfdoctor.core.diagnose.reader import clean, clean_line
+from tfdoctor.core.diagnose.reader import iter_lines
 from tfdoctor.core.diagnose.telemetry_rules import telemetry_causes
 from tfdoctor.core.fixes.propose import measure, proposed_fixes
 from tfdoctor.core.model import Cause, Diagnosis, Evidence, Facts, Finding, Target
@@ -460,25 +460,26 @@ def with_context(
 
 
 def _read_lines(log: LogInput, numbers: set[int]) -> dict[int, str]:
+    """The lines of these numbers as the engine read them (iter_lines: a JSON record's line,
+    without a collector's tag, a quote or a bullet), so they read as the evidence does."""
+    src: Path | bytes
     if log.path:
         try:
             if Path(log.path).stat().st_size > CONTEXT_MAX_FILE:
                 return {}
-            data = Path(log.path).read_bytes()
         except OSError:
             return {}
+        src = Path(log.path)
     else:
-        data = log.text
+        src = log.text
     out = {}
     top = max(numbers)
-    lines = data.split(b"\n")
-    if lines and not lines[-1]:
-        lines.pop()  # the break that ends the last line starts no line of its own
-    for n, raw in enumerate(lines, 1):
-        if n > top:
-            break
-        if n in numbers:
-            # as the engine read it: a JSON record's line, without a collector's tag or quote
-            text = clean(raw.decode("utf-8", "replace").rstrip("\r"))
-            out[n] = clean_line(text)[:500]
+    try:
+        for n, text in iter_lines(src, log.name):
+            if n > top:
+                break
+            if n in numbers:
+                out[n] = text[:500]
+    except OSError:
+        return {}
     return out

@@ -23,9 +23,13 @@ CHUNK_BYTES = 4 << 20
 MAX_LINE_CHARS = 64 << 10  # longer "lines" are binary junk: readers cut them (see engine)
 
 _ANSI = re.compile(r"\x1b(?:\[[0-9;?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-Z\\-_])")
-# quote prefixes of mail / chat / markdown ("> ", "| "), the Python prompt, a list's bullet (a
-# rich-text page's too: •, ◦, ▪), fences and the single backticks people wrap log lines in
-_PREFIX = re.compile(r"^[ \t]*(?:(?:>>>|\.\.\.|>|\||[*•◦▪-](?=[ \t]+\S))[ \t]?)*`*")
+# the bullets a rich-text page or a chat puts before a list's lines (markdown's are * and -)
+BULLETS = "•◦▪"
+# quote prefixes of mail / chat / markdown ("> ", "| "), the Python prompt, a list's bullet,
+# fences and the single backticks people wrap log lines in
+_PREFIX = re.compile(rf"^[ \t]*(?:(?:>>>|\.\.\.|>|\||[*{BULLETS}-](?=[ \t]+\S))[ \t]?)*`*")
+# the first characters of a line `_PREFIX` may take something off
+_PREFIX_STARTS = (">", "|", "`", " ", "\t", ".", "*", "-", *BULLETS)
 _SUFFIX = re.compile(r"`+[ \t]*$")
 # what a log collector writes before each line of the program's output: Colab's runtime log
 # viewer, docker compose's service column, an ISO timestamp (docker logs -t, CI runners,
@@ -200,7 +204,7 @@ def clean_line(line: str) -> str:
     m = _ORIGIN.match(line)
     if m is not None:
         line = line[m.end() :]
-    if line[:1] in (">", "|", "`", " ", "\t", ".", "*", "-", "•", "◦", "▪"):
+    if line[:1] in _PREFIX_STARTS:
         quoted = _PREFIX.sub("", line, count=1)
         if line[:1] in (">", "|") and (m := _ORIGIN.match(quoted)) is not None:
             # a collector's prefix inside a quote: "> (pid=4240) ..."
@@ -654,10 +658,10 @@ def plain_markdown(raw: bytes) -> bytes:
 # what a runner writes before every line of a job's output: a bracketed stream, pod or rank
 # ("[stderr] ", "[pod/trainer-0/trainer] ", mpirun's "[1,0]<stderr>:"), srun's "0: ",
 # pytest's "E       ", a container's "algo-1-3x2kf  | "; and a list's bullet on every line, as a
-# rich-text page or chat copies a log (•, ◦, ▪)
+# rich-text page or chat copies a log
 _RUNNER_TAG = re.compile(
     rb"(?:\[[^\]\n]{1,40}\](?:<std(?:out|err)>)?:?[ \t]*|\d{1,4}:[ \t]+|[A-Z] {3,}"
-    rb"|[\w.-]{1,40} +\| |(?:\xe2\x80\xa2|\xe2\x97\xa6|\xe2\x96\xaa)[ \t]+)"
+    rb"|[\w.-]{1,40} +\| |(?:" + b"|".join(re.escape(b.encode()) for b in BULLETS) + rb")[ \t]+)"
 )
 SHARED_PREFIX_LINES = 3
 

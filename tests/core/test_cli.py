@@ -400,14 +400,19 @@ def test_diagnose_bad_sources_are_one_line_errors(tmp_path: Path) -> None:
 def test_damaged_data_files_are_a_one_line_error_not_a_traceback(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """A broken install (signatures.toml edited or cut short): `diagnose` names the file's
-    problem in one line and says to reinstall, exit 2."""
+    """A broken install (signatures.toml cut short): `diagnose` names the file's problem in
+    one line and says to reinstall, exit 2."""
     from tfdoctor.core import cli
     from tfdoctor.core.diagnose import engine
-    from tfdoctor.core.knowledge.loader import KnowledgeError
+    from tfdoctor.core.knowledge.signatures import SIGNATURES_FILE, load_signatures
+
+    broken = tmp_path / "signatures.toml"
+    text = SIGNATURES_FILE.read_text(encoding="utf-8")
+    cut = text.index('pattern = "', len(text) // 2) + 20  # a download cut inside a pattern
+    broken.write_text(text[:cut], encoding="utf-8")
 
     def damaged() -> None:
-        raise KnowledgeError("signatures.toml: [[signature]] #246 (tf_version_stated): bad regex")
+        load_signatures(broken)  # the real loader's refusal
 
     # the engine loads the shipped knowledge once per process (cached): where it loads it
     monkeypatch.setattr(engine, "default_diagnoser_parts", damaged)
@@ -415,7 +420,7 @@ def test_damaged_data_files_are_a_one_line_error_not_a_traceback(
     log.write_text("Killed\n")
     assert cli.main(["diagnose", str(log)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "signatures.toml" in err[0] and "reinstall" in err[0]
+    assert len(err) == 1 and "signatures.toml" in err[0] and "reinstall" in err[0], err
 
 
 @pytest.mark.parametrize(
