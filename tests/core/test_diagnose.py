@@ -532,6 +532,30 @@ def test_facts_the_log_states_are_reasoned_over() -> None:
     assert "driver_too_old" not in _ids(versions.format(lib="410.79.0", kernel="410.79.0"))
 
 
+def test_a_cuinit_failure_that_cuda_diagnostics_explains_is_the_driver_split() -> None:
+    """cuInit failing reads as no GPU; when cuda_diagnostics then finds the driver's kernel
+    module and its library at different versions (either way round, TF 2.16+ wording), that
+    split is why, and it comes first."""
+    log = (
+        "E external/local_xla/xla/stream_executor/cuda/cuda_driver.cc:152] failed call to "
+        "cuInit: INTERNAL: CUDA error: Failed call to cuInit: UNKNOWN ERROR (303)\n"
+        "I external/local_xla/xla/stream_executor/cuda/cuda_diagnostics.cc:166] libcuda "
+        "reported version is: {dso}\n"
+        "I external/local_xla/xla/stream_executor/cuda/cuda_diagnostics.cc:170] kernel "
+        "reported version is: {kernel}\n"
+        "E external/local_xla/xla/stream_executor/cuda/cuda_diagnostics.cc:251] kernel version "
+        "{kernel} does not match DSO version {dso} -- cannot find working devices in this "
+        "configuration\n"
+    )
+    for kernel, dso in (("550.90.7", "535.183.1"), ("535.183.1", "550.90.7")):
+        d = diagnose(log.format(kernel=kernel, dso=dso).encode())
+        assert d.causes[0].id == "driver_too_old", (kernel, dso)
+        assert f"module is {kernel}" in d.causes[0].explanation
+    # without the verdict, the same cuInit failure is still a GPU TensorFlow cannot see
+    alone = log.split("\n")[0] + "\n"
+    assert _ids(alone)[:1] == ["no_gpu_visible"]
+
+
 def test_memory_that_keeps_growing_is_a_leak_and_flat_memory_is_not() -> None:
     growing = "".join(f"Memory usage after {i} step(s): {800 + 9 * i:.3f} MiB\n" for i in range(8))
     flat = "".join(f"Memory usage after {i} step(s): {800 + (i % 2):.3f} MiB\n" for i in range(8))
