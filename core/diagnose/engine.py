@@ -2115,19 +2115,25 @@ INITIALIZER_TINY_BYTES = 16 << 20  # a bias, a norm's scale: rarely the weight t
 
 
 _AND_TYPE = re.compile(r"and type (\w+)")
+_INITIALIZER_ERRORS = ("oom_allocating_tensor", "dst_tensor_not_initialized")
 
 
 def _initializer_oom(
     hits: Mapping[str, _Hit],
 ) -> tuple[tuple[str, int, str], tuple[str, int, str], int] | None:
     """An out-of-memory error while a variable got its first value (TF 1.x's initializers,
-    TF 2.x's random weights), with a weight well under any card: the error line, the op's line
-    and the weight's size (0: not stated). Only for an error without the allocator's numbers,
-    which tell for themselves."""
-    tensor, init = hits.get("oom_allocating_tensor"), hits.get("oom_at_initializer")
-    if tensor is None or init is None or "bfc_oom" in hits or "bfc_dump" in hits:
+    TF 2.x's random weights, a checkpoint's restore), with a weight well under any card: the
+    error line, the op's line and the weight's size (0: not stated). The error is TF's "OOM
+    when allocating tensor" or TF 1.x's "Dst tensor is not initialized" (a copy to the GPU
+    that found no memory). Only for an error without the allocator's numbers, which tell for
+    themselves."""
+    init = hits.get("oom_at_initializer")
+    errors = [hits[sid] for sid in _INITIALIZER_ERRORS if sid in hits]
+    if not errors or init is None or "bfc_oom" in hits or "bfc_dump" in hits:
         return None
-    for (src, n, text), groups in zip(tensor.lines, tensor.groups, strict=False):
+    for (src, n, text), groups in (
+        found for hit in errors for found in zip(hit.lines, hit.groups, strict=False)
+    ):
         at = [ln for ln in init.lines if ln[0] == src and 0 <= ln[1] - n <= INITIALIZER_OOM_LINES]
         if not at or "device:CPU" in text:
             continue

@@ -1001,7 +1001,12 @@ def test_an_oom_while_weights_get_their_first_value_names_a_big_model_then_memor
     )
     # the weights not fitting: a model too big for the card, or the memory taken by another
     # process first; the log cannot tell, so both, the workload's own first and the other close
-    for log in (tf1, tf2):
+    # TF 1.x's failed copy to the GPU while a checkpoint's weights were restored: the same
+    restore = (
+        "tensorflow.python.framework.errors_impl.InternalError: Dst tensor is not initialized.\n"
+        "\t [[{{node save/RestoreV2}}]]\n"
+    )
+    for log in (tf1, tf2, restore):
         got = diagnose(log.encode()).causes
         assert [c.id for c in got][:2] == ["gpu_oom", "gpu_memory_contention"]
         assert got[0].confidence - got[1].confidence < 0.3
