@@ -160,6 +160,8 @@ class Diagnoser:
         # a paste whose last line stops inside a message the signatures read whole: the
         # signatures it may have been, and that line
         self.cut_message: tuple[tuple[Signature, ...], tuple[str, int, str]] | None = None
+        # each input's last line that is not blank: where its output ended
+        self.last_lines: dict[str, int] = {}
 
     def feed(self, chunk: Chunk) -> None:
         raw = chunk.raw
@@ -225,6 +227,11 @@ class Diagnoser:
                     self._count(sig.id, where, groups)
         # last: the line numbers looked up above already counted most of the chunk's breaks
         self.lines_read += chunk.lines
+        if raw and not raw.isspace():
+            end = len(raw)
+            while raw[end - 1] in _BLANK_BYTES:
+                end -= 1
+            self.last_lines[chunk.source] = chunk.line_at(len(raw)) - raw.count(b"\n", end)
 
     def _bare_figures(self, chunk: Chunk) -> None:
         """Lines that are one figure and nothing else (print(process.memory_info().rss) after
@@ -368,7 +375,7 @@ class Diagnoser:
                 if said and w > 0 and said not in notes.setdefault(cause, []):
                     notes[cause].append(said)
         ooms = [(src, oom) for src, p in self._bfc.items() for oom in p.results()]
-        _context_rules(self.hits, add, notes, facts, exit_info)
+        _context_rules(self.hits, add, notes, facts, exit_info, self.last_lines)
         steady_leak = _series_rules(self.series, add, notes)
         wanted = [
             (ln, g["lib"])
@@ -422,11 +429,13 @@ class Diagnoser:
             scores["no_gpu_visible"] *= 1.0 if asked else 0.1
         elif "no_gpu_visible" in scores and any(h in self.hits for h in _RAN_PAST_DEVICE_INIT):
             scores["no_gpu_visible"] *= 0.4
-        if not told_by_facts and _notices_then_another_ending(self.hits, by_id, scores):
-            # libraries TF could not load at start-up, then a run ended by something else (the
-            # OOM killer, an out-of-memory error): TF went on without them, the setting it ran
-            # in, not why it stopped
-            for cid in ("missing_cuda_libs", "cuda_cudnn_version_mismatch"):
+        if not told_by_facts and _notices_then_another_ending(
+            self.hits, by_id, scores, self.last_lines
+        ):
+            # libraries TF could not load at start-up, or no GPU it could start, then a run
+            # ended by something else (the OOM killer, an out-of-memory error): TF went on
+            # without them, the setting it ran in, not why it stopped
+            for cid in _SETTING_CAUSES:
                 if cid in scores:
                     scores[cid] *= 0.3
         plain_error = _plain_python_error(self.hits, by_id)
@@ -775,17 +784,20 @@ _ENDING_ROLES = frozenset({"killed", "oom_kill", "bfc_oom", "oom_tensor", "failu
 
 
 def _notices_then_another_ending(
-    hits: Mapping[str, _Hit], by_id: Mapping[str, Signature], scores: Mapping[str, float]
+    hits: Mapping[str, _Hit],
+    by_id: Mapping[str, Signature],
+    scores: Mapping[str, float],
+    ends: Mapping[str, int],
 ) -> bool:
-    """Only start-up notices speak for a CUDA library missing or mismatched, and a strong
-    failure of another cause (not a setting) ended the run."""
+    """Only start-up notices speak for a CUDA library missing or mismatched (or no GPU), and a
+    strong failure of another cause (not a setting) ended the run, or Colab killed it."""
 
     def setting(sig: Signature) -> bool:
         return any(sig.causes.get(c, 0.0) > 0 for c in _SETTING_CAUSES)
 
     if any(setting(by_id[sid]) and sid not in _STARTUP_NOTICES for sid in hits):
         return False
-    return any(
+    return _colab_kill_echo(hits, ends) is not None or any(
         sig.role in _ENDING_ROLES
         and not setting(sig)
         and any(w > 0 and scores.get(c, 0.0) >= MIN_SCORE for c, w in sig.causes.items())
@@ -1454,6 +1466,7 @@ def _context_rules(
     notes: dict[str, list[str]],
     facts: Facts | None,
     exit_info: ExitInfo | None,
+    ends: Mapping[str, int],
 ) -> None:
     note = _noter(notes)
 
@@ -1907,6 +1920,7 @@ def _context_rules(
     _backpedal_rule(hits, add, note)
     _small_refusal_rule(hits, add, note)
     _host_alloc_rule(hits, add, note)
+    _colab_interrupt_rule(hits, ends, add, note)
     _small_pinned_rule(hits, add, note)
     _torch_oom_rule(hits, add, note)
     _cpu_only_pip_rule(hits, add, note)
@@ -2115,6 +2129,7 @@ INITIALIZER_TINY_BYTES = 16 << 20  # a bias, a norm's scale: rarely the weight t
 
 
 _AND_TYPE = re.compile(r"and type (\w+)")
+_BLANK_BYTES = b" \t\r\n"
 _INITIALIZER_ERRORS = ("oom_allocating_tensor", "dst_tensor_not_initialized")
 
 
@@ -2222,6 +2237,42 @@ def _host_alloc_rule(hits: Mapping[str, _Hit], add: Any, note: Any) -> None:
             f"The process took {format_size(total)} of host memory in {len(hit.groups)} "
             "allocations of a gigabyte or more.",
         )
+
+
+# as sure as a "Killed" line: the stop button would have had Python raise KeyboardInterrupt
+COLAB_INTERRUPT_WEIGHT = 2.5
+
+
+def _colab_kill_echo(
+    hits: Mapping[str, _Hit], ends: Mapping[str, int]
+) -> tuple[str, int, str] | None:
+    """The lone "^C" a run on Colab ended with, when Python never saw it as an interrupt (no
+    KeyboardInterrupt): Colab's shell echoes ^C when the process a cell started is killed, and
+    Colab kills it when the VM's RAM runs out. Only on Colab (its paths, its allocator's
+    lines), and only as the input's last line (`ends`): in a terminal, ^C is a key."""
+    echo = hits.get("interrupt_echo")
+    if echo is None or "keyboard_interrupt" in hits:
+        return None
+    if "colab_platform" not in hits and "host_large_alloc" not in hits:
+        return None
+    last = next((w for w in reversed(echo.lines) if ends.get(w[0]) == w[1]), None)
+    return last
+
+
+def _colab_interrupt_rule(
+    hits: Mapping[str, _Hit], ends: Mapping[str, int], add: Any, note: Any
+) -> None:
+    """Colab's echo of the kill that ended a run (_colab_kill_echo): host RAM ran out."""
+    last = _colab_kill_echo(hits, ends)
+    if last is None:
+        return
+    add("host_oom", COLAB_INTERRUPT_WEIGHT, [last])
+    note(
+        "host_oom",
+        "The output ends in ^C with no KeyboardInterrupt from Python: on Colab that is the "
+        "process the cell started being killed, which Colab does when the VM's RAM runs out "
+        "(watch the RAM gauge while it runs).",
+    )
 
 
 PINNED_TINY = 16 << 20  # no machine's RAM runs out for a pinned buffer this small

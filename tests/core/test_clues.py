@@ -2597,3 +2597,51 @@ def test_cpuinfo_family_15_is_a_cpu_before_avx() -> None:
 )  # fmt: skip
 def test_what_is_left_of_a_paste_whose_key_line_was_cut(fragment: str, cause: str) -> None:
     assert diagnose(fragment + "\n").causes[0].id == cause
+
+
+# TF 2.13's start-up notice on a machine (or a Colab CPU runtime) with no GPU
+_NO_DEVICE = (
+    "2024-03-01 11:15:14.012057: E tensorflow/compiler/xla/stream_executor/cuda/"
+    "cuda_driver.cc:268] failed call to cuInit: CUDA_ERROR_NO_DEVICE: no CUDA-capable "
+    "device is detected\n"
+)
+
+
+def test_a_colab_run_that_ends_in_a_lone_interrupt_echo_was_killed_for_ram() -> None:
+    # Colab's shell echoes ^C when the process a cell started is killed (it kills one that uses
+    # up the VM's RAM); Python never saw an interrupt, so no key was pressed
+    run = (
+        "!python /content/models/research/object_detection/model_main_tf2.py "
+        "--pipeline_config_path=pipeline.config\n"
+        "2024-03-01 11:15:07.851290: W tensorflow/compiler/tf2tensorrt/utils/py_utils.cc:38] "
+        "TF-TRT Warning: Could not find TensorRT\n"
+        + _NO_DEVICE
+        + "INFO:tensorflow:Maybe overwriting train_steps: 20000\n"
+        "^C\n"
+    )
+    got = diagnose(run.encode()).causes
+    assert got[0].id == "host_oom"
+    assert "^C" in got[0].evidence[-1].text and "Colab" in got[0].explanation
+    # Colab's allocator telling of a huge allocation is Colab too
+    alloc = (
+        "tcmalloc: large alloc 1262256128 bytes == 0x11ff50000 @  0x7f3452087b6b 0x7f34520a7379\n"
+        "^C\n"
+    )
+    assert ranked(alloc)[:1] == ["host_oom"]
+    # in a terminal ^C is a key; a KeyboardInterrupt says the stop was asked for; and a ^C the
+    # run printed on after was not where it ended
+    terminal = run.replace("!python /content/models", "$ python models")
+    interrupted = run + "Traceback (most recent call last):\nKeyboardInterrupt\n"
+    went_on = (
+        run
+        + "2024-03-01 11:20:00.000000: W tensorflow/core/kernels/data/cache_dataset_ops.cc:856] "
+        "The calling iterator did not fully read the dataset being cached.\n"
+    )
+    for log in (terminal, interrupted, went_on):
+        assert "host_oom" not in ranked(log), log[-60:]
+
+
+def test_a_run_killed_after_starting_without_a_gpu_was_killed_not_stopped_by_the_gpu() -> None:
+    # cuInit found no GPU, TensorFlow went on on the CPU, then the OOM killer ended it
+    log = _NO_DEVICE + "INFO:tensorflow:Maybe overwriting train_steps: 20000\nKilled\n"
+    assert ranked(log)[:1] == ["host_oom"]
