@@ -2645,3 +2645,30 @@ def test_a_run_killed_after_starting_without_a_gpu_was_killed_not_stopped_by_the
     # cuInit found no GPU, TensorFlow went on on the CPU, then the OOM killer ended it
     log = _NO_DEVICE + "INFO:tensorflow:Maybe overwriting train_steps: 20000\nKilled\n"
     assert ranked(log)[:1] == ["host_oom"]
+
+
+@pytest.mark.parametrize(
+    "notice",
+    [
+        # Google Cloud ML Engine / AI Platform / Vertex AI training (tensorflow/models#5591)
+        "The replica master 0 ran out-of-memory and exited with a non-zero status of "
+        "9(SIGKILL). To find out more about why your job exited please check the logs",
+        # Heroku's dyno over its memory quota, and killed for it
+        "2020-09-20T11:22:52.653231+00:00 heroku[web.1]: Error R14 (Memory quota exceeded)",
+        "2022-07-06T08:33:31.645496+00:00 heroku[web.1]: Error R15 (Memory quota vastly exceeded)",
+        # a Hugging Face Space, Cloud Run, Streamlit Community Cloud
+        "Runtime error Memory limit exceeded (16Gi)",
+        "Memory limit of 2048M exceeded with 2126M used.",
+        "Just wanted to let you know that your app on Streamlit Cloud deployed from this repo "
+        "has gone over its resource limits. Access to the app is temporarily limited.",
+    ],
+)
+def test_a_hosting_platform_stopping_the_job_for_its_memory_is_host_ram(notice: str) -> None:
+    assert ranked("Epoch 1/10\n" + notice + "\n")[:1] == ["host_oom"]
+    # the same platforms' other exits are not memory
+    assert (
+        ranked(
+            "The replica worker 2 exited with a non-zero status of 1. Termination reason: Error.\n"
+        )
+        == []
+    )
