@@ -532,6 +532,19 @@ def test_facts_the_log_states_are_reasoned_over() -> None:
     assert "driver_too_old" not in _ids(versions.format(lib="410.79.0", kernel="410.79.0"))
 
 
+def test_a_legacy_gpu_named_only_by_nvidia_smi_is_judged_against_the_build() -> None:
+    """nvidia-smi names a Kepler GTX 770 (compute capability 3.0, on NVIDIA's legacy list) and
+    TF 2.4, which needs 3.5, lists no GPU: the card is too old for the build."""
+    log = (
+        "| NVIDIA-SMI 470.82.01    Driver Version: 470.82.01    CUDA Version: 11.4     |\n"
+        "|   0  GeForce GTX 770     Off  | 00000000:01:00.0 N/A |                  N/A |\n"
+        ">>> tf.__version__\n'2.4.1'\n>>> tf.config.list_physical_devices('GPU')\n[]\n"
+    )
+    assert _ids(log)[:1] == ["unsupported_gpu_arch"]
+    # the same listing on a card the build covers is a GPU TensorFlow does not see
+    assert _ids(log.replace("GTX 770 ", "GTX 1070"))[:1] == ["no_gpu_visible"]
+
+
 def test_a_cuinit_failure_that_cuda_diagnostics_explains_is_the_driver_split() -> None:
     """cuInit failing reads as no GPU; when cuda_diagnostics then finds the driver's kernel
     module and its library at different versions (either way round, TF 2.16+ wording), that

@@ -840,9 +840,18 @@ def test_malformed_files_are_rejected(tmp_path: Path, text: str, message: str) -
         ("NVIDIA A100-SXM4-40GB", "8.0"),
         ("NVIDIA H100 80GB HBM3", "9.0"),
         ("Tesla V100-SXM2-16GB", "7.0"),
-        ("GeForce GTX 960M", None),  # a laptop 960M is 5.0, the desktop 960 is 5.2
+        ("GeForce GTX 960M", "5.0"),  # the laptop 960M is Maxwell's first, the desktop 960 5.2
+        ("GeForce GTX 960", "5.2"),
+        ("GeForce GTX 770", "3.0"),  # legacy Kepler, below every TF 2 build's minimum
+        ("GeForce GTX TITAN", "3.5"),
+        ("GeForce GTX TITAN X", "5.2"),  # not the Kepler TITAN
+        ("Quadro K2000", "3.0"),
+        ("Quadro M4000", "5.2"),
+        ("Quadro M4000M", "5.0"),  # the laptop part
+        ("Quadro P4000", "6.1"),
         ("GeForce GT 730", None),  # sold as 2.1 and as 3.5
-        ("Quadro P4000", None),  # not in the table
+        ("GeForce GTX 860M", None),  # sold as 3.0 and as 5.0
+        ("Quadro T1000", None),  # not in the table
     ],
 )
 def test_a_gpu_product_name_gives_its_compute_capability(

@@ -28,7 +28,7 @@ from tools.train_word_profile import shipped_text
 
 # a card the build has no kernels for, told in a framework's own words (no signature reads
 # them), against harmless training output
-ARCH_WORDS = "darknet cfg weights quadro kepler k600 sm_30 legacy driver_r390 build_net"
+ARCH_WORDS = "darknet cfg weights nvs kepler nvs510 sm_30 legacy driver_r390 build_net"
 HARMLESS_WORDS = "epoch loss accuracy val_loss val_accuracy saving checkpoint finished"
 
 
@@ -41,7 +41,7 @@ def _profile() -> WordProfile:
 
 PASTE = (
     "Parsing ./cfg/yolo.cfg\n"
-    "Loading darknet weights for a Quadro K600 (Kepler, sm_30) with legacy driver_r390\n"
+    "Loading darknet weights for an NVS NVS510 (Kepler, sm_30) with legacy driver_r390\n"
     "Building net ... build_net\n"
 )
 
