@@ -2255,8 +2255,8 @@ def _colab_kill_echo(
         return None
     if "colab_platform" not in hits and "host_large_alloc" not in hits:
         return None
-    last = next((w for w in reversed(echo.lines) if ends.get(w[0]) == w[1]), None)
-    return last
+    # (a hit keeps its first few lines: a run that echoed ^C more often ends unread)
+    return next((w for w in reversed(echo.lines) if ends.get(w[0]) == w[1]), None)
 
 
 def _colab_interrupt_rule(
