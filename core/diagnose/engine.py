@@ -502,7 +502,7 @@ class Diagnoser:
         for i in range(1, len(causes)):
             if causes[i].confidence > causes[i - 1].confidence:
                 causes[i] = replace(causes[i], confidence=causes[i - 1].confidence)
-        if not causes and not self.hits:
+        if not causes and not self.hits.keys() - _NOT_A_READING:
             # only a paste none of whose lines any signature read is guessed at: one with lines
             # read and found harmless, or telling only of the machine, was read, not unread
             causes = self._guessed_from_words()
@@ -573,6 +573,10 @@ class Diagnoser:
             )
         return out
 
+
+# lines a rule reads only beside another message (the device a node under an out-of-memory
+# error was placed on): alone, they leave a paste unread, for its words to be guessed from
+_NOT_A_READING = frozenset({"node_placed_on"})
 
 # Guesses from wording alone, for a paste no rule reads: the first guess's log-likelihood must
 # beat the harmless logs' by this much (nats; fitted on dev by 10-fold cross-validation, where
@@ -1909,11 +1913,10 @@ def _context_rules(
 
     # A tensor OOM on the CPU device is host memory, not GPU memory.
     tensor = hits.get("oom_allocating_tensor")
-    if tensor and any(
-        "device:CPU" in t or "allocator cpu" in t.lower() for _, _, t in tensor.lines
-    ):
+    on_cpu = _tensor_oom_on_cpu(hits)
+    if tensor and on_cpu:
         add("gpu_oom", -4.0)
-        add("host_oom", 4.0, tensor.lines)
+        add("host_oom", 4.0, [*tensor.lines, *on_cpu])
         note("host_oom", "The failed allocation was on the CPU device: host RAM ran out.")
 
     _initializer_oom_rule(hits, add, note)
@@ -2131,6 +2134,38 @@ INITIALIZER_TINY_BYTES = 16 << 20  # a bias, a norm's scale: rarely the weight t
 _AND_TYPE = re.compile(r"and type (\w+)")
 _BLANK_BYTES = b" \t\r\n"
 _INITIALIZER_ERRORS = ("oom_allocating_tensor", "dst_tensor_not_initialized")
+
+
+_CPU_DEVICE = re.compile(r"/(?:device:CPU|cpu):\d|\ballocator (?:mkl)?cpu", re.IGNORECASE)
+NODE_LINES = 3  # TF 1.x's node line follows its out-of-memory error within this many lines
+
+
+def _tensor_oom_on_cpu(hits: Mapping[str, _Hit]) -> list[tuple[str, int, str]]:
+    """The lines that place a tensor's failed allocation on the CPU device (none: it was not,
+    or the log does not say). TF 1.4+ names the device in the error; TF 1.0-1.14 name it in the
+    node line under the error, the op's own `_device` (the first node line is the op that
+    failed; a _Recv/_Send there moves a tensor between devices, and says nothing of where the
+    memory ran out)."""
+    tensor = hits.get("oom_allocating_tensor")
+    if tensor is None:
+        return []
+    named = [ln for ln in tensor.lines if _CPU_DEVICE.search(ln[2])]
+    if named:
+        return named
+    nodes = hits.get("node_placed_on")
+    if nodes is None:
+        return []
+    for src, n, _ in tensor.lines:
+        below = [
+            (where, g)
+            for where, g in zip(nodes.lines, nodes.groups, strict=False)
+            if where[0] == src and 0 <= where[1] - n <= NODE_LINES
+        ]
+        if below:
+            where, g = min(below, key=lambda found: found[0][1])
+            if g.get("dev", "").lower() == "cpu" and not g.get("op", "").startswith("_"):
+                return [where]
+    return []
 
 
 def _initializer_oom(

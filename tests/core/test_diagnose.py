@@ -251,6 +251,33 @@ def test_cpu_tensor_oom_is_host_memory() -> None:
     assert diagnose(line).causes[0].id == "host_oom"
 
 
+def test_tf1_node_placed_on_the_cpu_is_host_memory() -> None:
+    """TF 1.0-1.14 name the device in the node line under the error, not in the error: the
+    op's own _device. A _Recv's recv_device, or a _Recv's node after the failing op, is not
+    where the memory ran out."""
+    error = (
+        b"tensorflow.python.framework.errors_impl.ResourceExhaustedError: OOM when allocating "
+        b"tensor with shape[160000,4096]\n"
+    )
+    node = (
+        b'\t [[Node: emb/lookup = Gather[Tindices=DT_INT32, Tparams=DT_FLOAT, _device="/job:'
+        b'localhost/replica:0/task:0/%s:0"](emb/W/read, _recv_Placeholder_0)]]\n'
+    )
+    recv = (
+        b'\t [[Node: loss/mul/_91 = _Recv[client_terminated=false, recv_device="/job:localhost/'
+        b'replica:0/task:0/cpu:0", send_device="/job:localhost/replica:0/task:0/gpu:0", _device='
+        b'"/job:localhost/replica:0/task:0/cpu:0"]()]]\n'
+    )
+    on_cpu = diagnose(error + node % b"cpu")
+    assert on_cpu.causes[0].id == "host_oom"
+    assert any("emb/lookup" in e.text for e in on_cpu.causes[0].evidence)
+    assert diagnose(error + node % b"device:CPU").causes[0].id == "host_oom"
+    assert diagnose(error + node % b"gpu" + recv).causes[0].id == "gpu_oom"
+    assert diagnose(error + recv).causes[0].id == "gpu_oom"
+    # a node line far below the error is another message's
+    assert diagnose(error + b"x\n" * 5 + node % b"cpu").causes[0].id == "gpu_oom"
+
+
 def test_tensorrt_and_bfc_not_a_failure_warnings_blame_nothing() -> None:
     noise = (
         b"W dso_loader.cc:64] Could not load dynamic library 'libnvinfer.so.7'; dlerror: x\n"
