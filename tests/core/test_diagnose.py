@@ -596,6 +596,17 @@ def test_a_cuinit_failure_that_cuda_diagnostics_explains_is_the_driver_split() -
     assert _ids(alone)[:1] == ["no_gpu_visible"]
 
 
+def test_cuinit_refused_for_an_old_driver_is_the_driver() -> None:
+    """cuInit's own error code can say why: CUDA_ERROR_INSUFFICIENT_DRIVER (35) is the
+    driver older than the CUDA runtime, not a GPU gone missing."""
+    line = (
+        "E tensorflow/stream_executor/cuda/cuda_driver.cc:406] failed call to cuInit: "
+        "CUDA_ERROR_INSUFFICIENT_DRIVER\n"
+    )
+    assert _ids(line)[:1] == ["driver_too_old"]
+    assert _ids(line.replace("INSUFFICIENT_DRIVER", "NO_DEVICE"))[:1] == ["no_gpu_visible"]
+
+
 def test_memory_that_keeps_growing_is_a_leak_and_flat_memory_is_not() -> None:
     growing = "".join(f"Memory usage after {i} step(s): {800 + 9 * i:.3f} MiB\n" for i in range(8))
     flat = "".join(f"Memory usage after {i} step(s): {800 + (i % 2):.3f} MiB\n" for i in range(8))
