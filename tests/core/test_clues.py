@@ -2503,12 +2503,17 @@ def test_out_of_memory_told_by_the_allocator_that_failed(line: str, first: str) 
          "[[gpu]].", "no_gpu_visible"),
         ("nvidia-docker | 2017/10/13 08:33:01 Error: unsupported CUDA version: driver 8.0 < image "
          "9.0.176", "driver_too_old"),
+        ("W tensorflow/core/framework/op_kernel.cc:1830] OP_REQUIRES failed at xla_ops.cc:418 : "
+         "NOT_FOUND: could not find registered platform with id: 0x13f441e40",
+         "xla_ptxas_libdevice"),
+        ("E tensorflow/stream_executor/cuda/cuda_driver.cc:406] failed call to cuInit: "
+         "CUDA_ERROR_INSUFFICIENT_DRIVER", "driver_too_old"),
     ],
     ids=["jax-no-gpu", "jax-no-cuda", "xla-buffers", "keras3-oom", "oom-killer-stack",
          "script-job-killed", "rstudio-crash", "ray-actor", "tensorrt-stub", "and-cuda-wheels",
          "kernel-gen", "xla-conv-autotune", "mpirun-signal-9", "learner-exit-137", "tpu-hbm",
          "xla-no-cuda-device", "gpu-ignored-cut", "no-libcuda", "docker-gpus-unnamed",
-         "nvidia-docker-1"],
+         "nvidia-docker-1", "xla-platform-not-registered", "cuinit-insufficient-driver"],
 )  # fmt: skip
 def test_what_jax_xla_keras_3_and_the_tools_around_them_say(line: str, first: str) -> None:
     """Forms collected from public threads (session 47's harvest of 2,100 lines)."""
