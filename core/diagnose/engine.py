@@ -404,6 +404,7 @@ class Diagnoser:
         _holder_rule(self.hits, scores, add, _noter(notes), facts)
         _shared_card_rule(self.hits, scores, add, _noter(notes))
         _stock_model_rule(self.hits, scores, add, _noter(notes))
+        _async_held_elsewhere_rule(self.hits, scores, add, _noter(notes))
         _late_oom_rule(self.series, scores, add, _noter(notes))
         _leak_ran_out_rule(steady_leak, scores, add, _noter(notes))
         _handle_memory_rule(self.hits, scores, add, _noter(notes))
@@ -2576,6 +2577,38 @@ def _stock_model_rule(
         "A stock model's weights fit any card TensorFlow still supports, so the memory was "
         "taken before it came: by another process, or by an earlier model in the same "
         "notebook.",
+    )
+
+
+ASYNC_HELD_ELSEWHERE = 0.5  # of the card, held outside the pool when cudaMallocAsync failed
+
+
+def _async_held_elsewhere_rule(
+    hits: Mapping[str, _Hit], scores: Mapping[str, float], add: Any, note: Any
+) -> None:
+    """cudaMallocAsync's failure prints the card's free and total bytes, and its pool's
+    statistics the bytes the process's tensors held: with the card full and most of it not
+    held by the pool (it reserves nothing up front), another process had the memory."""
+    failed, card, pool = (
+        hits.get(sid) for sid in ("async_allocator_oom", "async_device_memory", "allocator_in_use")
+    )
+    if failed is None or card is None or pool is None:
+        return
+    try:
+        request = int(failed.groups[-1]["bytes"])
+        free, total = int(card.groups[-1]["free"]), int(card.groups[-1]["total"])
+        in_use = int(pool.groups[-1]["in_use"])
+    except (KeyError, ValueError):
+        return
+    elsewhere = total - free - in_use
+    if total <= 0 or free >= request or elsewhere < ASYNC_HELD_ELSEWHERE * total:
+        return
+    lead = scores.get("gpu_oom", 0.0) - scores.get("gpu_memory_contention", 0.0)
+    add("gpu_memory_contention", max(lead, 0.0) + 1.0, [card.lines[-1], pool.lines[-1]])
+    note(
+        "gpu_memory_contention",
+        f"The card had {format_size(free)} of {format_size(total)} free and this process's "
+        f"tensors held {format_size(in_use)}: {format_size(elsewhere)} was held outside it.",
     )
 
 

@@ -596,6 +596,27 @@ def test_a_cuinit_failure_that_cuda_diagnostics_explains_is_the_driver_split() -
     assert _ids(alone)[:1] == ["no_gpu_visible"]
 
 
+def test_cuda_malloc_async_failure_tells_memory_held_elsewhere_from_a_full_workload() -> None:
+    """cudaMallocAsync's allocator reserves nothing up front: when it fails with the card full,
+    the card's bytes its pool does not hold were another process's (its own numbers say so)."""
+    log = (
+        "E tensorflow/tsl/framework/gpu/gpu_cudamallocasync_allocator.cc:288] gpu_async_0 "
+        "cuMemAllocAsync failed to allocate 281477120 bytes: CUDA error: out of memory "
+        "(CUDA_ERROR_OUT_OF_MEMORY)\n"
+        " Reported by CUDA: Free memory/Total memory: {free}/25393692672\n"
+        "E tensorflow/tsl/framework/gpu/gpu_cudamallocasync_allocator.cc:293] Stats: Limit:"
+        "                     24000000000\n"
+        "InUse:                       {in_use}\n"
+        "MaxInUse:                    {in_use}\n"
+    )
+    held = diagnose(log.format(free=0, in_use=1200000000).encode())
+    assert held.causes[0].id == "gpu_memory_contention"
+    assert "22.5 GiB was held outside it" in held.causes[0].explanation
+    assert _ids(log.format(free=0, in_use=24900000000))[:1] == ["gpu_oom"]  # its own tensors
+    # free memory left on the card: not someone else's doing
+    assert _ids(log.format(free=8000000000, in_use=1200000000))[:1] == ["gpu_oom"]
+
+
 def test_cuinit_refused_for_an_old_driver_is_the_driver() -> None:
     """cuInit's own error code can say why: CUDA_ERROR_INSUFFICIENT_DRIVER (35) is the
     driver older than the CUDA runtime, not a GPU gone missing."""
