@@ -900,6 +900,18 @@ def test_xla_warning_about_an_old_ptxas_is_blamed_only_when_the_numbers_agree() 
     )
 
 
+def test_a_ptxas_that_does_not_know_the_gpu_names_xla_tooling_then_the_card() -> None:
+    """ptxas without the GPU's sm_XX: a newer ptxas fixes it (XLA's tooling), and so does a
+    build made for the card, which comes second rather than not at all."""
+    line = (
+        "tensorflow.python.framework.errors_impl.InternalError: ptxas exited with non-zero "
+        "error code 65280, output: ptxas fatal   : Value 'sm_89' is not defined for option "
+        "'gpu-name'\n"
+    )
+    assert ranked(line)[:2] == ["xla_ptxas_libdevice", "unsupported_gpu_arch"]
+    assert "does not know sm_89" in diagnose(line.encode()).causes[1].explanation
+
+
 def test_no_ptxas_on_the_path_is_xla_tooling_except_as_windows_routine_notice() -> None:
     fallback = (
         "W tensorflow/stream_executor/gpu/asm_compiler.cc:81] Relying on driver to perform ptx "
