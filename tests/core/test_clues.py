@@ -2520,12 +2520,17 @@ def test_out_of_memory_told_by_the_allocator_that_failed(line: str, first: str) 
          "xla_ptxas_libdevice"),
         ("E tensorflow/stream_executor/cuda/cuda_driver.cc:406] failed call to cuInit: "
          "CUDA_ERROR_INSUFFICIENT_DRIVER", "driver_too_old"),
+        ("'sm_120' is not a recognized processor for this target (ignoring processor)",
+         "unsupported_gpu_arch"),
+        ("[    5.123456] NVRM: The NVIDIA GeForce GT 730 GPU installed in this system is "
+         "supported through the NVIDIA 470.xx Legacy drivers. Please", "unsupported_gpu_arch"),
     ],
     ids=["jax-no-gpu", "jax-no-cuda", "xla-buffers", "keras3-oom", "oom-killer-stack",
          "script-job-killed", "rstudio-crash", "ray-actor", "tensorrt-stub", "and-cuda-wheels",
          "kernel-gen", "xla-conv-autotune", "mpirun-signal-9", "learner-exit-137", "tpu-hbm",
          "xla-no-cuda-device", "gpu-ignored-cut", "no-libcuda", "docker-gpus-unnamed",
-         "nvidia-docker-1", "xla-platform-not-registered", "cuinit-insufficient-driver"],
+         "nvidia-docker-1", "xla-platform-not-registered", "cuinit-insufficient-driver",
+         "llvm-unknown-sm", "legacy-driver-gpu"],
 )  # fmt: skip
 def test_what_jax_xla_keras_3_and_the_tools_around_them_say(line: str, first: str) -> None:
     """Forms collected from public threads (session 47's harvest of 2,100 lines)."""
