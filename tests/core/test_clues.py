@@ -2524,13 +2524,20 @@ def test_out_of_memory_told_by_the_allocator_that_failed(line: str, first: str) 
          "unsupported_gpu_arch"),
         ("[    5.123456] NVRM: The NVIDIA GeForce GT 730 GPU installed in this system is "
          "supported through the NVIDIA 470.xx Legacy drivers. Please", "unsupported_gpu_arch"),
+        ("CUDNN failed to allocate the scratch space for the runner or to find a working "
+         "no-scratch runner.", "gpu_oom"),
+        ("tensorflow.python.framework.errors_impl.FailedPreconditionError: Failed to allocate "
+         "scratch buffer for device 0", "gpu_memory_contention"),
+        ("E tensorflow/stream_executor/gpu/asm_compiler.cc:102] You are using ptxas 8.x, but TF "
+         "requires ptxas 9.x (and strongly prefers >= 9.2.88).", "xla_ptxas_libdevice"),
     ],
     ids=["jax-no-gpu", "jax-no-cuda", "xla-buffers", "keras3-oom", "oom-killer-stack",
          "script-job-killed", "rstudio-crash", "ray-actor", "tensorrt-stub", "and-cuda-wheels",
          "kernel-gen", "xla-conv-autotune", "mpirun-signal-9", "learner-exit-137", "tpu-hbm",
          "xla-no-cuda-device", "gpu-ignored-cut", "no-libcuda", "docker-gpus-unnamed",
          "nvidia-docker-1", "xla-platform-not-registered", "cuinit-insufficient-driver",
-         "llvm-unknown-sm", "legacy-driver-gpu"],
+         "llvm-unknown-sm", "legacy-driver-gpu", "cudnn-scratch", "device-scratch",
+         "ptxas-8"],
 )  # fmt: skip
 def test_what_jax_xla_keras_3_and_the_tools_around_them_say(line: str, first: str) -> None:
     """Forms collected from public threads (session 47's harvest of 2,100 lines)."""
