@@ -42,6 +42,11 @@ DELIBERATE = {
     # faceswap's numbered advice ("1) Close any other application that is using your GPU")
     # is advice printed after every OOM, not a user saying another process held the card
     "holder_described": "a tool's advice is not a description of a holder",
+    # the anchors want the names as products and tools write them: a host called hai-a100-3
+    # or cuda-24-0 is no GPU and no CUDA, and `wsl` typed at a prompt is not WSL's own output
+    "gpu_model_named": "host names are not GPUs",
+    "cuda_installed_stated": "host names are not CUDA installs",
+    "wsl_platform": "a command typed is not the platform's output",
 }
 
 
