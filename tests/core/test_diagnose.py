@@ -289,6 +289,21 @@ def test_tensorrt_and_bfc_not_a_failure_warnings_blame_nothing() -> None:
     assert d.causes == () and d.noise_lines == 3
 
 
+def test_xla_autotuner_notices_blame_nothing() -> None:
+    """XLA's autotuner logs algorithms it skips or finds slow (at E level) in healthy runs:
+    known harmless, and not a paste to guess a cause from."""
+    notices = (
+        b"2026-08-21 15:38:17.727423: I external/local_xla/xla/service/gpu/autotuning/"
+        b"conv_algorithm_picker.cc:546] Omitted potentially buggy algorithm eng14{k25=2} for "
+        b"conv (f32[128,64,100,100]{3,2,1,0}, u8[0]{0}) custom-call(f32[128,3,100,100])\n"
+        b"2024-07-30 13:22:14.340045: E external/local_xla/xla/service/slow_operation_alarm.cc"
+        b":65] Trying algorithm eng4{k11=2} for conv (f32[64,128,1,200]{3,2,1,0}, u8[0]{0}) "
+        b"custom-call(f32[64,128,1,196]{3,2,1,0}) is taking a while...\n"
+    )
+    d = diagnose(notices)
+    assert d.causes == () and d.noise_lines == 2
+
+
 def test_tf1_wording_of_the_not_a_failure_warning_blames_nothing() -> None:
     """TF 1.3 to 2.0 said it without freed_by_count; autotuning prints it by the dozen."""
     noise = (
