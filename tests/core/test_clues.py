@@ -2530,6 +2530,23 @@ def test_out_of_memory_told_by_the_allocator_that_failed(line: str, first: str) 
          "scratch buffer for device 0", "gpu_memory_contention"),
         ("E tensorflow/stream_executor/gpu/asm_compiler.cc:102] You are using ptxas 8.x, but TF "
          "requires ptxas 9.x (and strongly prefers >= 9.2.88).", "xla_ptxas_libdevice"),
+        ("MemoryError: Giving up increasing number of tiles. Memory occupied by another process "
+         "(notebook)?", "gpu_memory_contention"),
+        ("08/19/2021 10:00:00 ERROR    Tensorflow raised an unknown error. This is most likely "
+         "caused by a failure to launch cuDNN which can occur for some GPU/Tensorflow "
+         "combinations.", "gpu_memory_contention"),
+        ("08/19/2021 10:00:00 ERROR    Your Nvidia Graphics Driver is insufficient for running "
+         "Faceswap. Please upgrade to the latest version.", "driver_too_old"),
+        ("08/19/2021 10:00:00 WARNING  No GPU detected. Switching to CPU mode", "no_gpu_visible"),
+        ("ValueError: Requested 8 GPU devices but 0 GPU are visible", "no_gpu_visible"),
+        ("  Caution: TensorFlow 2.10 was the last TensorFlow release that supported GPU on "
+         "native-Windows (Windows without WSL).", "no_gpu_visible"),
+        ("Debug: Failed to load for cudart@.11.0: java.lang.UnsatisfiedLinkError: no cudart in "
+         "java.library.path: /layers/jre/lib", "missing_cuda_libs"),
+        ("E1119 10:37:39.248565  283298 cuda_dnn.cc:502] There was an error before creating cudnn "
+         "handle (500): cudaErrorSymbolNotFound : named symbol not found", "unsupported_gpu_arch"),
+        ("E external/local_xla/xla/stream_executor/cuda/cuda_driver.cc:282] failed call to "
+         "cuInit: CUDA_ERROR_NOT_FOUND: named symbol not found", "no_gpu_visible"),
     ],
     ids=["jax-no-gpu", "jax-no-cuda", "xla-buffers", "keras3-oom", "oom-killer-stack",
          "script-job-killed", "rstudio-crash", "ray-actor", "tensorrt-stub", "and-cuda-wheels",
@@ -2537,7 +2554,9 @@ def test_out_of_memory_told_by_the_allocator_that_failed(line: str, first: str) 
          "xla-no-cuda-device", "gpu-ignored-cut", "no-libcuda", "docker-gpus-unnamed",
          "nvidia-docker-1", "xla-platform-not-registered", "cuinit-insufficient-driver",
          "llvm-unknown-sm", "legacy-driver-gpu", "cudnn-scratch", "device-scratch",
-         "ptxas-8"],
+         "ptxas-8", "csbdeep-tiles", "faceswap-cudnn", "faceswap-driver", "faceswap-no-gpu",
+         "opennmt-no-gpu", "r-windows-gpu", "javacpp-cudart", "symbol-not-found",
+         "cuinit-symbol-not-found"],
 )  # fmt: skip
 def test_what_jax_xla_keras_3_and_the_tools_around_them_say(line: str, first: str) -> None:
     """Forms collected from public threads (session 47's harvest of 2,100 lines)."""
