@@ -2547,6 +2547,25 @@ def test_out_of_memory_told_by_the_allocator_that_failed(line: str, first: str) 
          "handle (500): cudaErrorSymbolNotFound : named symbol not found", "unsupported_gpu_arch"),
         ("E external/local_xla/xla/stream_executor/cuda/cuda_driver.cc:282] failed call to "
          "cuInit: CUDA_ERROR_NOT_FOUND: named symbol not found", "no_gpu_visible"),
+        ("[ 1843.308145] NVRM: The NVIDIA GPU 0000:b3:00.0\n               NVRM: (PCI ID: "
+         "10de:2684) installed in this system has\n               NVRM: fallen off the bus and "
+         "is not responding to commands.", "illegal_memory_access_or_hw"),
+        ("Jul 01 22:55:07 gpu kernel: NVRM: GPU 0000:01:00.0: RmInitAdapter failed! "
+         "(0x22:0x56:884)", "no_gpu_visible"),  # then the card's fault, second
+        ("[  +0.000005] NVRM: The NVIDIA GPU 0000:01:00.0 (PCI ID: 10de:2684)\n"
+         "              NVRM: installed in this system is not supported by the\n"
+         "              NVRM: NVIDIA 470.223.02 driver release.", "driver_too_old"),
+        ("python.exe - System Error: The code execution cannot proceed because cudart64_110.dll "
+         "was not found. Reinstalling the program may fix this problem.", "missing_cuda_libs"),
+        ("4071123        tf_train OUT_OF_ME+    0:125", "host_oom"),
+        ("failed execd enforced h_vmem limit because:", "host_oom"),
+        ("Execution failed. User process '/azureml-envs/azureml_7f0a2c/bin/python' exited with "
+         "status code 137.", "host_oom"),
+        ("  Warning  FailedScheduling  23s (x4 over 3m)  default-scheduler  0/3 nodes are "
+         "available: 3 Insufficient nvidia.com/gpu.", "no_gpu_visible"),
+        ("   Reason=gres/gpu count reported lower than configured (0 < 8)", "no_gpu_visible"),
+        ("  - nothing provides __cuda needed by tensorflow-2.7.0-cuda102py310hcf4adbc_0",
+         "driver_too_old"),
     ],
     ids=["jax-no-gpu", "jax-no-cuda", "xla-buffers", "keras3-oom", "oom-killer-stack",
          "script-job-killed", "rstudio-crash", "ray-actor", "tensorrt-stub", "and-cuda-wheels",
@@ -2556,7 +2575,9 @@ def test_out_of_memory_told_by_the_allocator_that_failed(line: str, first: str) 
          "llvm-unknown-sm", "legacy-driver-gpu", "cudnn-scratch", "device-scratch",
          "ptxas-8", "csbdeep-tiles", "faceswap-cudnn", "faceswap-driver", "faceswap-no-gpu",
          "opennmt-no-gpu", "r-windows-gpu", "javacpp-cudart", "symbol-not-found",
-         "cuinit-symbol-not-found"],
+         "cuinit-symbol-not-found", "nvrm-fallen-wrapped", "nvrm-rminitadapter",
+         "nvrm-gpu-newer-than-driver", "windows-dll-dialog", "slurm-sacct-oom", "sge-h-vmem",
+         "azureml-status-137", "k8s-insufficient-gpu", "slurm-gres-lower", "conda-no-cuda"],
 )  # fmt: skip
 def test_what_jax_xla_keras_3_and_the_tools_around_them_say(line: str, first: str) -> None:
     """Forms collected from public threads (session 47's harvest of 2,100 lines)."""
