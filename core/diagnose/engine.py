@@ -576,8 +576,9 @@ class Diagnoser:
 
 
 # lines a rule reads only beside another message (the device a node under an out-of-memory
-# error was placed on): alone, they leave a paste unread, for its words to be guessed from
-_NOT_A_READING = frozenset({"node_placed_on"})
+# error was placed on, an allocator's in-use figure, the card's free/total under an async
+# allocator's failure): alone, they leave a paste unread, for its words to be guessed from
+_NOT_A_READING = frozenset({"node_placed_on", "allocator_in_use", "async_device_memory"})
 
 # Guesses from wording alone, for a paste no rule reads: the first guess's log-likelihood must
 # beat the harmless logs' by this much (nats; fitted on dev by 10-fold cross-validation, where

@@ -125,6 +125,26 @@ def test_no_guess_where_the_rules_found_the_paste_harmless_or_the_program_at_fau
     assert not diagnose((PASTE + extra).encode(), words=_profile()).causes
 
 
+@pytest.mark.parametrize(
+    "aid",
+    [
+        '\t [[Node: emb/lookup = Gather[Tparams=DT_FLOAT, _device="/job:localhost/replica:0/task:0'
+        '/cpu:0"](emb/W/read, ids)]]\n',
+        "InUse:                       1200000\n",
+    ],
+    ids=["node line", "allocator in-use figure"],
+)
+def test_a_line_read_only_beside_another_message_still_leaves_the_paste_to_guess(
+    aid: str,
+) -> None:
+    """The device a node was placed on, an allocator's in-use figure: a rule reads them only
+    next to the failure they describe. Alone they say nothing, and the
+    paste's words are still there to guess from."""
+    found = diagnose((PASTE + aid).encode(), words=_profile()).causes
+    assert [c.id for c in found[:2]] == ["unsupported_gpu_arch", "gpu_oom"]
+    assert all(c.guess for c in found)
+
+
 def test_no_guess_for_a_run_tfdoctor_made_or_a_whole_log_file() -> None:
     assert not diagnose(PASTE.encode(), words=_profile(), guess_from_words=False).causes
     # over a paste's size: a log file, whose words are mostly not about the failure
