@@ -6,7 +6,7 @@ import functools
 import itertools
 import math
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -2128,7 +2128,6 @@ def _bfc_rules(
         note("gpu_oom", f"A single tensor needed {biggest / 2**30:.2f} GiB.")
 
 
-INITIALIZER_OOM_LINES = 3  # the node line follows the error within this many lines
 INITIALIZER_OOM_MAX_BYTES = 1 << 30  # a weight this big may simply not fit the card
 INITIALIZER_TINY_BYTES = 16 << 20  # a bias, a norm's scale: rarely the weight that crosses a limit
 
@@ -2139,7 +2138,13 @@ _INITIALIZER_ERRORS = ("oom_allocating_tensor", "dst_tensor_not_initialized")
 
 
 _CPU_DEVICE = re.compile(r"/(?:device:CPU|cpu):\d|\ballocator (?:mkl)?cpu", re.IGNORECASE)
-NODE_LINES = 3  # TF 1.x's node line follows its out-of-memory error within this many lines
+NODE_LINES = 3  # the op's line ([[Node: ...]], [Op:...]) follows its error within this many
+
+
+def _just_below(lines: Sequence[tuple[str, int, str]], src: str, n: int) -> list[int]:
+    """The indices of `lines` in input `src` on line `n` or up to NODE_LINES below it: the op
+    line that belongs to the error on line n."""
+    return [i for i, (s, m, _) in enumerate(lines) if s == src and 0 <= m - n <= NODE_LINES]
 
 
 def _tensor_oom_on_cpu(hits: Mapping[str, _Hit]) -> list[tuple[str, int, str]]:
@@ -2158,15 +2163,12 @@ def _tensor_oom_on_cpu(hits: Mapping[str, _Hit]) -> list[tuple[str, int, str]]:
     if nodes is None:
         return []
     for src, n, _ in tensor.lines:
-        below = [
-            (where, g)
-            for where, g in zip(nodes.lines, nodes.groups, strict=False)
-            if where[0] == src and 0 <= where[1] - n <= NODE_LINES
-        ]
+        below = [i for i in _just_below(nodes.lines, src, n) if i < len(nodes.groups)]
         if below:
-            where, g = min(below, key=lambda found: found[0][1])
+            first = min(below, key=lambda i: nodes.lines[i][1])
+            g = nodes.groups[first]
             if g.get("dev", "").lower() == "cpu" and not g.get("op", "").startswith("_"):
-                return [where]
+                return [nodes.lines[first]]
     return []
 
 
@@ -2186,7 +2188,7 @@ def _initializer_oom(
     for (src, n, text), groups in (
         found for hit in errors for found in zip(hit.lines, hit.groups, strict=False)
     ):
-        at = [ln for ln in init.lines if ln[0] == src and 0 <= ln[1] - n <= INITIALIZER_OOM_LINES]
+        at = [init.lines[i] for i in _just_below(init.lines, src, n)]
         if not at or "device:CPU" in text:
             continue
         dims = [int(d) for d in re.findall(r"\d+", groups.get("shape") or "")]
