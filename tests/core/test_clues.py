@@ -2566,6 +2566,20 @@ def test_out_of_memory_told_by_the_allocator_that_failed(line: str, first: str) 
         ("   Reason=gres/gpu count reported lower than configured (0 < 8)", "no_gpu_visible"),
         ("  - nothing provides __cuda needed by tensorflow-2.7.0-cuda102py310hcf4adbc_0",
          "driver_too_old"),
+        ("[2023-01-20T08:14:51Z] 4c2a91d0 || ERROR: crashed: process exited with non-zero status "
+         "code 247", "host_oom"),
+        ("F tensorflow/core/kernels/random_op_gpu.h:232] Non-OK-status: GpuLaunchKernel("
+         "FillPhiloxRandomKernelLaunch<Distribution>, num_blocks, block_size, 0, d.stream(), gen, "
+         "data, size, dist) status: Internal: out of memory", "gpu_oom"),
+        ("stderr: nvidia-container-cli: initialization error: cuda error: forward compatibility "
+         "was attempted on non supported hw\\n\\\"\"\": unknown.", "driver_too_old"),
+        ("W external/local_tsl/tsl/platform/default/dso_loader.cc:70] Could not load dynamic "
+         "library 'libcusparse.so.12'; dlerror: /home/u/.venv/lib/python3.11/site-packages/nvidia/"
+         "cusparse/lib/libcusparse.so.12: undefined symbol: __nvJitLinkAddData_12_1, version "
+         "libnvJitLink.so.12", "cuda_cudnn_version_mismatch"),
+        ("RuntimeError: Physical devices cannot be modified after being initialized",
+         "gpu_memory_contention"),
+        ("ValueError: Memory growth cannot differ between GPU devices", "gpu_memory_contention"),
     ],
     ids=["jax-no-gpu", "jax-no-cuda", "xla-buffers", "keras3-oom", "oom-killer-stack",
          "script-job-killed", "rstudio-crash", "ray-actor", "tensorrt-stub", "and-cuda-wheels",
@@ -2577,7 +2591,9 @@ def test_out_of_memory_told_by_the_allocator_that_failed(line: str, first: str) 
          "opennmt-no-gpu", "r-windows-gpu", "javacpp-cudart", "symbol-not-found",
          "cuinit-symbol-not-found", "nvrm-fallen-wrapped", "nvrm-rminitadapter",
          "nvrm-gpu-newer-than-driver", "windows-dll-dialog", "slurm-sacct-oom", "sge-h-vmem",
-         "azureml-status-137", "k8s-insufficient-gpu", "slurm-gres-lower", "conda-no-cuda"],
+         "azureml-status-137", "k8s-insufficient-gpu", "slurm-gres-lower", "conda-no-cuda",
+         "exit-247", "launch-kernel-oom", "container-cli-804", "nvjitlink-symbol",
+         "memory-growth-too-late", "memory-growth-differs"],
 )  # fmt: skip
 def test_what_jax_xla_keras_3_and_the_tools_around_them_say(line: str, first: str) -> None:
     """Forms collected from public threads (session 47's harvest of 2,100 lines)."""
