@@ -242,7 +242,11 @@ class Diagnoser:
         for m in _BARE_LINE.finditer(chunk.raw):
             if len(readings) >= SERIES_KEPT:
                 break
-            where = (chunk.source, chunk.line_at(m.start()), m.group(0).decode().strip())
+            where = (
+                chunk.source,
+                chunk.line_at(m.start()),
+                clean_line(m.group(0).decode()).strip(),
+            )
             readings.append((where, float(m.group(1))))
 
     def _unsaturated_anchors(self) -> tuple[str, ...]:
@@ -398,6 +402,7 @@ class Diagnoser:
         library_failed = any(by_id[sid].role == "handle_fail" for sid in self.hits)
         fact_rules(stated, add, _noter(notes), gpu_symptom=symptom, library_failed=library_failed)
         _kernel_failed_on_a_known_gpu_rule(self.hits, by_id, stated, add)
+        _code_failed_on_an_uncovered_gpu_rule(self.hits, by_id, stated, add)
         told_by_facts = any(scores.get(c, 0.0) != v for c, v in before_facts.items())
         _bfc_rules(ooms, self.hits, add, notes, facts)
         _defragmented_then_failed_rule(ooms, self.hits, add, _noter(notes))
@@ -619,6 +624,26 @@ def _kernel_failed_on_a_known_gpu_rule(
         return
     arch = by_id[_KERNEL_FAILED].causes.get("unsupported_gpu_arch", 0.0)
     add("unsupported_gpu_arch", -arch * _repeat_weight(hit.count))
+
+
+# GPU code that faulted as it ran (an illegal address, a failed launch)
+_GPU_CODE_FAILED = ("illegal_address", "launch_failed")
+
+
+def _code_failed_on_an_uncovered_gpu_rule(
+    hits: Mapping[str, _Hit], by_id: Mapping[str, Signature], stated: Stated, add: Any
+) -> None:
+    """GPU code that faulted on a GPU the CUDA TensorFlow runs on has no code for (an RTX 30
+    card under a CUDA 10 build): that is what running there looks like, as a cuDNN or cuBLAS
+    handle failing is. The fault counts for the unsupported GPU as much as for a fault of the
+    card, which stays a candidate."""
+    if cuda_covers_gpu(stated) is not False:
+        return
+    for sid in _GPU_CODE_FAILED:
+        hit = hits.get(sid)
+        if hit is not None:
+            weight = by_id[sid].causes.get("illegal_memory_access_or_hw", 0.0)
+            add("unsupported_gpu_arch", weight * _repeat_weight(hit.count), hit.lines)
 
 
 def _look_alikes(
@@ -971,9 +996,11 @@ BARE_SCAN_BYTES = 1 << 20  # an input this small whole: a paste, not a log file
 # "step 100: 179.42")
 # (each run of blanks taken whole, possessively: two runs side by side that could share the
 # blanks between them would try every split of a long one)
+# (a terminal's colour codes around the line, \x1b[31m ... \x1b[0m, are no part of it)
 _BARE_LINE = re.compile(
-    rb"(?m)^[ \t>]*+(?:(?:[A-Za-z_]\w{0,15}[ \t]*+[=#]?[ \t]*+)?\d{1,7}"
-    rb"(?:[ \t]*+[:=,)|][ \t]*+|[ \t]++))?(\d{4,39}(?:\.\d{1,39})?|\d{3}\.\d{1,39})[ \t]*+\r?$"
+    rb"(?m)^(?:\x1b\[[\d;]{0,12}m)*+[ \t>]*+(?:(?:[A-Za-z_]\w{0,15}[ \t]*+[=#]?[ \t]*+)?\d{1,7}"
+    rb"(?:[ \t]*+[:=,)|][ \t]*+|[ \t]++))?(\d{4,39}(?:\.\d{1,39})?|\d{3}\.\d{1,39})"
+    rb"(?:\x1b\[[\d;]{0,12}m)*+[ \t]*+\r?$"
 )
 
 
@@ -2986,9 +3013,10 @@ _VERSION_ANSWER = re.compile(
 )
 # A line of one worker process of a job, as the job's launcher tags it: Ray's "(pid=4240)" or
 # "(RolloutWorker pid=4240)", Open MPI's and Horovod's "[1,3]<stderr>:", torchrun's "[rank3]:";
-# after whatever prefix a quote or a log collector put before it
+# after whatever prefix a quote or a log collector put before it, or Ray's colour code
+# ("\x1b[2m\x1b[36m(pid=4240)\x1b[0m" in a log written to a file)
 _WORKER_TAG = re.compile(
-    rb"(?:^|(?<=[\s>|]))"
+    rb"(?:^|(?<=[\s>|])|(?<=\dm))"
     rb"(?:\((?:[\w.]+[ \t]+)?pid=(\d+)|\[\d+,(\d+)\]<std(?:err|out)>|\[rank(\d+)\]:)"
 )
 WORKERS_KEPT = 16

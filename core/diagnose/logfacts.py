@@ -226,18 +226,27 @@ LISTED_MISMATCH = 1.2  # versions a user listed, with no failure in the log to g
 # since TF 1.x (TF's install guide), so with the version unknown 3.0 is very likely too old.
 EVERY_BUILD_MIN_CC = (3, 0)
 PREBUILT_MIN_CC = (3, 5)
+# what a GPU below the prebuilt packages' minimum adds when TensorFlow also shows no GPU: the
+# age of the card explains the missing device
+OLD_GPU_EXPLAINS_NO_GPU = 1.5
 
 
 def _cc_without_version(
     stated: Stated,
     add: Add,
     note: Note,
+    *,
+    gpu_symptom: bool = False,
 ) -> None:
-    """A GPU too old for any TensorFlow, when the log does not say which TensorFlow."""
+    """A GPU too old for any TensorFlow, when the log does not say which TensorFlow. When the
+    log also shows TensorFlow without a GPU, that age is why (no other cause need be assumed)."""
     key = parse_cc(stated.cc_newest) if stated.cc_newest else None
     if key is None or stated.gpu_created:
         return
     where = [stated.cc_newest_line] if stated.cc_newest_line else []
+    no_gpu = gpu_symptom or stated.no_gpu_symptom is not None
+    if no_gpu and stated.no_gpu_symptom is not None:
+        where.append(stated.no_gpu_symptom)
     if key < EVERY_BUILD_MIN_CC:
         add("unsupported_gpu_arch", 4.0, where)
         note(
@@ -246,7 +255,7 @@ def _cc_without_version(
             "a GPU below 3.0, so TensorFlow runs on the CPU.",
         )
     elif key < PREBUILT_MIN_CC:
-        add("unsupported_gpu_arch", 2.5, where)
+        add("unsupported_gpu_arch", 2.5 + (OLD_GPU_EXPLAINS_NO_GPU if no_gpu else 0.0), where)
         note(
             "unsupported_gpu_arch",
             f"The GPU has compute capability {stated.cc_newest}: TensorFlow's prebuilt packages "
@@ -285,7 +294,7 @@ def fact_rules(
     _cuda_older_than_gpu(stated, compat, add, note, library_failed=library_failed)
     tf = stated.tf_version
     if tf is None:
-        _cc_without_version(stated, add, note)
+        _cc_without_version(stated, add, note, gpu_symptom=gpu_symptom)
         _driver_below_every_tf2(stated, compat, add, note)
         return
     tf_line = [stated.tf_line] if stated.tf_line else []
@@ -349,7 +358,7 @@ def fact_rules(
             add("unsupported_gpu_arch", 4.0, tf_line + where)
             note("unsupported_gpu_arch", verdict.explanation)
         elif verdict.verdict is CcVerdict.UNKNOWN:  # a release older than the table
-            _cc_without_version(stated, add, note)
+            _cc_without_version(stated, add, note, gpu_symptom=gpu_symptom)
 
     # A driver below what the build's CUDA needs.
     if stated.driver is not None:

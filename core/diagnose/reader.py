@@ -23,6 +23,7 @@ CHUNK_BYTES = 4 << 20
 MAX_LINE_CHARS = 64 << 10  # longer "lines" are binary junk: readers cut them (see engine)
 
 _ANSI = re.compile(r"\x1b(?:\[[0-9;?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-Z\\-_])")
+_ANSI_BYTES = re.compile(_ANSI.pattern.encode())
 # the bullets a rich-text page or a chat puts before a list's lines (markdown's are * and -)
 BULLETS = "•◦▪"
 # quote prefixes of mail / chat / markdown ("> ", "| "), the Python prompt, a list's bullet,
@@ -438,36 +439,41 @@ def unwrap(raw: bytes) -> bytes:
     if len(raw) > UNWRAP_MAX_BYTES or b"\n" not in raw:
         return raw
     lines = raw.split(b"\n")
-    sizes = _columns(lines)
+    # what a terminal shows: colour codes take no column (a coloured log's every line is 9
+    # bytes longer, and its first characters are the code, not the record's start)
+    shown = [_ANSI_BYTES.sub(b"", ln) for ln in lines] if b"\x1b" in raw else lines
+    sizes = _columns(shown)
     width = max(sizes)
     if width not in _WRAP_WIDTHS:
         return raw
+    # (a notebook's JSON source ends each output line in a written-out break, "...\\n",: a
+    # whole line, however long)
     cut = [
         i
         for i in range(len(lines) - 1)
         if sizes[i] == width
-        and lines[i + 1].strip()
-        and not lines[i].endswith((b"|", b"+", b"-", b"="))
-        and not _RECORD_START.match(lines[i + 1])
-        and not _same_kind(lines[i], lines[i + 1])
-        and not _table_rows(lines[i], lines[i + 1])
+        and shown[i + 1].strip()
+        and not shown[i].endswith((b"|", b"+", b"-", b"=", b'\\n",', b'\\n"'))
+        and not _RECORD_START.match(shown[i + 1])
+        and not _same_kind(shown[i], shown[i + 1])
+        and not _table_rows(shown[i], shown[i + 1])
     ]
     if cut:
         # a wording seen on a line of its own (first, or after a line short of the width):
         # the script printed it again after a line that happened to be as long, not a wrapped
         # tail ("memory: 1.2 GB" after each Keras checkpoint line, one of them 80 columns)
         alone = {
-            _shape(lines[j].strip())
+            _shape(shown[j].strip())
             for j in range(len(lines))
-            if lines[j].strip() and (j == 0 or sizes[j - 1] < width)
+            if shown[j].strip() and (j == 0 or sizes[j - 1] < width)
         }
-        cut = [i for i in cut if _shape(lines[i + 1].strip()) not in alone]
+        cut = [i for i in cut if _shape(shown[i + 1].strip()) not in alone]
     # the same line over and over at the longest length is a repeated message, not a wrap,
     # unless each is followed by a shorter tail
     tails_short = all(sizes[i + 1] < width for i in cut)
     # one cut line is enough at a console's own width (cmd's 80 columns, Terminal's 120)
     if len(cut) < (1 if width in CONSOLE_WIDTHS else 2) or (
-        len({_shape(lines[i]) for i in cut}) < 2 and not tails_short and len(cut) > 1
+        len({_shape(shown[i]) for i in cut}) < 2 and not tails_short and len(cut) > 1
     ):
         return raw
     head = joined = -1
@@ -561,7 +567,17 @@ def rejoin_cut_lines(raw: bytes, completes: Callable[[str, str, str], bool]) -> 
 
 # A paste copied out of a web page's HTML source keeps its entities: &#39;libcudart.so&#39;
 _ENTITY = re.compile(rb"&(?:#\d{2,4}|#x[0-9a-fA-F]{2,4}|quot|apos|lt|gt|amp|nbsp);")
-_ENTITY_HINTS = (b"&#39;", b"&quot;", b"&gt;", b"&lt;", b"&amp;", b"&#x27;")
+_ENTITY_HINTS = (
+    b"&#39;",
+    b"&quot;",
+    b"&gt;",
+    b"&lt;",
+    b"&amp;",
+    b"&#x27;",
+    b"&#34;",
+    b"&#60;",
+    b"&#62;",
+)
 
 
 def unescape_html(raw: bytes) -> bytes:
@@ -642,16 +658,19 @@ def plain_typography(raw: bytes) -> bytes:
 # cuda\_dnn.cc, CUDNN\_STATUS\_INTERNAL\_ERROR, \[\[{{node conv2d}}\]\]
 _MARKDOWN_ESCAPE = re.compile(rb"\\([_*\[\]#<>`|~])")
 MARKDOWN_ESCAPES_MIN = 2
+_MARKDOWN_NAME_ESCAPE = re.compile(rb"(?<=[A-Za-z0-9])\\_(?=[A-Za-z0-9])")
 
 
 def plain_markdown(raw: bytes) -> bytes:
     """A paste whose underscores, asterisks and brackets an editor escaped for Markdown: the
-    characters TensorFlow printed. Only when the paste has several such escapes; a Windows
-    path's lone backslash before an underscore loses nothing a diagnosis reads."""
+    characters TensorFlow printed. Only when the paste has several such escapes, or one
+    escaped underscore inside a name; a Windows path's lone backslash before an underscore
+    loses nothing a diagnosis reads."""
     if len(raw) > UNWRAP_MAX_BYTES or b"\\" not in raw:
         return raw
     if len(_MARKDOWN_ESCAPE.findall(raw, 0, 1 << 16)) < MARKDOWN_ESCAPES_MIN:
-        return raw
+        # one escape is enough inside a name: cudart64\_100.dll, CUDNN\_STATUS
+        return _MARKDOWN_NAME_ESCAPE.sub(b"_", raw)
     return _MARKDOWN_ESCAPE.sub(rb"\1", raw)
 
 

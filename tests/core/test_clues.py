@@ -2580,6 +2580,20 @@ def test_out_of_memory_told_by_the_allocator_that_failed(line: str, first: str) 
         ("RuntimeError: Physical devices cannot be modified after being initialized",
          "gpu_memory_contention"),
         ("ValueError: Memory growth cannot differ between GPU devices", "gpu_memory_contention"),
+        ("ImportError: Could not find the DLL(s) 'msvcp140.dll or msvcp140_1.dll'. TensorFlow "
+         "requires that these DLLs be installed in a directory that is named in your %PATH% "
+         "environment variable.", "missing_cuda_libs"),
+        ("W tensorflow/core/framework/op_kernel.cc:1830] OP_REQUIRES failed at xla_ops.cc:446 : "
+         "INTERNAL: ptxas exited with non-zero error code 65280, output: ptxas fatal   : Value "
+         "'sm_35' is not defined for option 'gpu-name'", "unsupported_gpu_arch"),
+        ("Uncaught (in promise) Error: The Node.js native addon module (tfjs_binding.node) can "
+         "not be found at path: /app/node_modules/@tensorflow/tfjs-node/lib/napi-v8/"
+         "tfjs_binding.node", "missing_cuda_libs"),
+        ("Caused by: java.lang.UnsatisfiedLinkError: Could not find jnitensorflow in class, "
+         "module, and library paths.", "missing_cuda_libs"),
+        ("System.DllNotFoundException: Unable to load DLL 'tensorflow' or one of its "
+         "dependencies: The specified module could not be found. (Exception from HRESULT: "
+         "0x8007007E)", "missing_cuda_libs"),
     ],
     ids=["jax-no-gpu", "jax-no-cuda", "xla-buffers", "keras3-oom", "oom-killer-stack",
          "script-job-killed", "rstudio-crash", "ray-actor", "tensorrt-stub", "and-cuda-wheels",
@@ -2593,11 +2607,23 @@ def test_out_of_memory_told_by_the_allocator_that_failed(line: str, first: str) 
          "nvrm-gpu-newer-than-driver", "windows-dll-dialog", "slurm-sacct-oom", "sge-h-vmem",
          "azureml-status-137", "k8s-insufficient-gpu", "slurm-gres-lower", "conda-no-cuda",
          "exit-247", "launch-kernel-oom", "container-cli-804", "nvjitlink-symbol",
-         "memory-growth-too-late", "memory-growth-differs"],
+         "memory-growth-too-late", "memory-growth-differs", "msvc-runtime", "ptxas-sm-35",
+         "tfjs-binding", "jni-tensorflow", "dotnet-tensorflow-dll"],
 )  # fmt: skip
 def test_what_jax_xla_keras_3_and_the_tools_around_them_say(line: str, first: str) -> None:
     """Forms collected from public threads (session 47's harvest of 2,100 lines)."""
     assert ranked(line)[:1] == [first]
+
+
+def test_a_missing_visual_cpp_runtime_is_named_as_such_not_as_cuda() -> None:
+    line = b"ImportError: Could not find the DLL(s) 'msvcp140_1.dll'. TensorFlow requires that\n"
+    first = diagnose(line).causes[0]
+    assert first.id == "missing_cuda_libs"
+    assert "msvcp140_1.dll, Microsoft's Visual C++ runtime" in first.explanation
+    assert (
+        "Visual C++"
+        not in diagnose(b"ImportError: Could not find 'cudnn64_7.dll'.\n").causes[0].explanation
+    )
 
 
 def test_a_crashed_worker_or_session_alone_is_only_a_candidate() -> None:

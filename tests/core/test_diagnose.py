@@ -1000,6 +1000,51 @@ def test_a_single_line_cut_by_the_console_is_joined_even_as_the_pastes_last_line
         ]
 
 
+def test_colour_codes_take_no_column_when_a_paste_is_measured_for_wrapping() -> None:
+    """A terminal's coloured output, every line in a colour code: a 75-dash rule and the
+    traceback's 75-column header are not one line cut in two (each is 84 bytes long)."""
+    log = (
+        "-" * 75 + "\n"
+        "MemoryError                               Traceback (most recent call last)\n"
+        "<ipython-input-12-18f659183331> in <module>()\n"
+        "----> 1 g.fit(X_train[:1])\n"
+    )
+    coloured = "\n".join(f"\x1b[31m{line}\x1b[0m" for line in log.split("\n"))
+    for text in (log, coloured):
+        assert [c.id for c in diagnose(text.encode()).causes][:1] == ["host_oom"]
+
+
+def test_a_notebooks_json_output_lines_of_one_length_are_not_a_wrapped_paste() -> None:
+    """An .ipynb's source keeps each output line as a JSON string ending in a written-out
+    break; two of them 80 columns long are two lines, not one cut at a console's width."""
+    log = (
+        "-" * 75 + "\n"
+        "MemoryError                               Traceback (most recent call last)\n"
+        "<ipython-input-12-18f659183331> in <module>()\n"
+    )
+    source = "\n".join(json.dumps(line + "\n") + "," for line in log.split("\n"))
+    assert [c.id for c in diagnose(source.encode()).causes][:1] == ["host_oom"]
+
+
+def test_colour_codes_hide_neither_ray_workers_nor_a_column_of_figures() -> None:
+    """Ray colours its worker tags in a log written to a file; a script's coloured prints of
+    its memory: the workers sharing one GPU and the rising figures are read as without."""
+    workers = "".join(
+        f"\x1b[2m\x1b[36m(pid={pid})\x1b[0m 2021-01-25 03:36:41.436526: I tensorflow/stream_"
+        f"executor/cuda/cuda_driver.cc:775] failed to allocate 3.88G (4162022400 bytes) from "
+        "device: CUDA_ERROR_OUT_OF_MEMORY: out of memory\n"
+        for pid in (4241, 4224, 4242)
+    )
+    d = diagnose(workers.encode())
+    assert d.causes[0].id == "gpu_memory_contention"
+    assert "3 worker processes" in d.causes[0].explanation
+    rss = (8847736, 17060064, 25370520, 33237832, 41498512, 49956848, 58217816, 66084752)
+    figures = "".join(f"\x1b[33m{value}\x1b[0m\n" for value in rss)
+    d = diagnose(figures.encode())
+    assert [c.id for c in d.causes][:1] == ["memory_leak"]
+    assert d.causes[0].evidence[0].text == "8847736"
+
+
 def test_the_wrap_width_is_counted_in_characters_and_a_bare_error_class_is_its_own_line() -> None:
     """A Windows path's non-breaking hyphen and a line of CJK prose are longer in bytes than
     in columns; a traceback's last line, the exception's bare name, is never a wrapped tail."""
@@ -1215,6 +1260,9 @@ def test_a_paste_whose_editor_escaped_it_for_markdown_keeps_the_first_cause() ->
     # one lone backslash before an underscore (a Windows path) is left as it is
     path = b"C:\\_bazel\\nvcc: Could not load dynamic library 'cudart64_110.dll'\n"
     assert [t for _, t in iter_lines(path)] == [path.decode().strip()]
+    # but one inside a name is the editor's: the library TensorFlow named is read
+    line = b"ImportError: Could not find 'cudart64\\_100.dll'. TensorFlow requires that this DLL"
+    assert [t for _, t in iter_lines(line)] == [line.decode().replace("\\_", "_")]
 
 
 def _html_escaped(text: str) -> str:
@@ -1231,6 +1279,11 @@ def test_a_paste_copied_with_its_html_entities_gets_the_same_first_cause() -> No
         want = [c.id for c in diagnose(case.log.encode()).causes][:1]
         got = [c.id for c in diagnose(_html_escaped(case.log).encode()).causes][:1]
         assert got == want, case.name
+    # the numeric forms of the double quote and the brackets alone are entities too
+    line = "Could not load dynamic library &#34;libcudart.so.11.0&#34;; dlerror: &#60;none&#62;"
+    assert [t for _, t in iter_lines(line)] == [
+        'Could not load dynamic library "libcudart.so.11.0"; dlerror: <none>'
+    ]
     # an entity that encodes a line break never moves the lines after it
     log = "first &#10; still first\nIgnore above cudart dlerror &gt; x\nKilled\n"
     assert [n for n, _ in iter_lines(log)] == [1, 2, 3]

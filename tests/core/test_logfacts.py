@@ -429,6 +429,41 @@ def test_a_gpu_the_builds_cuda_has_code_for_is_not_blamed(log: str) -> None:
     assert got is not None and got[0] != "unsupported_gpu_arch"
 
 
+ILLEGAL_ADDRESS = (
+    "E tensorflow/stream_executor/cuda/cuda_event.cc:29] Error polling for event status: failed "
+    "to query event: CUDA_ERROR_ILLEGAL_ADDRESS: an illegal memory access was encountered\n"
+    "F tensorflow/core/common_runtime/gpu/gpu_event_mgr.cc:220] Unexpected Event status: 1\n"
+)
+
+
+def test_gpu_code_that_faults_on_a_gpu_the_builds_cuda_has_no_code_for_is_that_gpu() -> None:
+    """The same RTX 30 card under CUDA 10.1 failing with an illegal address: what running
+    there looks like; the card's own fault stays second. Under CUDA 11 the fault is the card's."""
+    d = diagnose(
+        (
+            RTX_3090_FOUND
+            + "Successfully opened dynamic library libcudart.so.10.1\n"
+            + ILLEGAL_ADDRESS
+        ).encode()
+    )
+    assert [c.id for c in d.causes][:2] == ["unsupported_gpu_arch", "illegal_memory_access_or_hw"]
+    covered = RTX_3090_FOUND + "Successfully opened dynamic library libcudart.so.11.0\n"
+    assert first(covered + ILLEGAL_ADDRESS)[0] == "illegal_memory_access_or_hw"  # type: ignore[index]
+
+
+def test_a_gpu_below_the_prebuilt_minimum_explains_an_empty_gpu_list() -> None:
+    """A 3.0 card, no TensorFlow version stated, and TensorFlow lists no GPU: the card's age is
+    why, before any other reason a GPU goes unseen."""
+    log = (
+        "I gpu_device.cc:1716] Found device 0 with properties:\n"
+        "pciBusID: 0000:01:00.0 name: GeForce GTX 680 computeCapability: 3.0\n"
+        "I gpu_device.cc:1858] Adding visible gpu devices: \n"
+        ">>> tf.config.list_physical_devices('GPU')\n[]\n"
+    )
+    got = first(log)
+    assert got is not None and got[0] == "unsupported_gpu_arch" and "3.5" in got[2]
+
+
 def test_a_gpu_named_only_by_product_is_judged_by_its_compute_capability() -> None:
     """nvidia-smi names the GPU but not its compute capability: the product's is used."""
     got = first("pip install tensorflow==2.16.1\n" + RTX_3080_SMI.replace("GeForce RTX 3080",
