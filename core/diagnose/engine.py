@@ -3006,9 +3006,9 @@ def _shared_card_rule(
 
 
 # The answer to `tf.__version__` or pip show on the line after the question: '2.3.0', 2.3.0,
-# IPython's Out[2]: '2.3.0', pip's Version: 2.3.0
+# IPython's Out[2]: '2.3.0', pip's Version: 2.3.0 (in a quote too: "> Version: 2.6.0")
 _VERSION_ANSWER = re.compile(
-    rb"^\s*(?:Out\[\d+\]:\s*|Version:\s*)?['\"]?(?P<v>[12]\.\d{1,2}(?:\.\d+)?)"
+    rb"^\s*(?:>\s*)*(?:Out\[\d+\]:\s*|Version:\s*)?['\"]?(?P<v>[12]\.\d{1,2}(?:\.\d+)?)"
     rb"(?:-?(?:rc|dev)\d*)?['\"]?\s*$"
 )
 # A line of one worker process of a job, as the job's launcher tags it: Ray's "(pid=4240)" or

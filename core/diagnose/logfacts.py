@@ -146,11 +146,13 @@ def read_stated(
         for ln, g in hits("nvsmi_versions")
         if g.get("driver") or g.get("driver2")
     ]
-    drivers += [
-        (ln, g["version"])
-        for ln, g in hits("driver_reported_versions")
-        if g.get("which") == "kernel" and g.get("version")
-    ]
+    # the kernel module's version, else (its line cut from the paste) libcuda's: one driver
+    for which in ("kernel", "libcuda"):
+        drivers += [
+            (ln, g["version"])
+            for ln, g in hits("driver_reported_versions")
+            if g.get("which") == which and g.get("version")
+        ]
     driver = drivers[0] if drivers else None
     symptom = hits("gpu_list_empty")
     cuda: tuple[Line, str] | None = None
@@ -209,6 +211,7 @@ _CUDA_KEYS = (
     "cuda_file",
     "cuda_ldconfig",
     "cuda_apt",
+    "cuda_said",
 )
 _CUDNN_KEYS = ("cudnn_tpl", "cudnn_conda", "cudnn_pip", "cudnn_apt", "cudnn_ver", "cudnn_hdr")
 

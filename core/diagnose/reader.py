@@ -736,12 +736,61 @@ def strip_gutter(raw: bytes) -> bytes:
 
 # what a paste went through on its way, undone in this order (each returns it unchanged when
 # it has nothing to do); a paste is one chunk, never the tail of a big log
+# An issue template's field names in bold ("- **TensorFlow version (use command below)**: 1.4",
+# "**CUDA/cuDNN version** : 10.1"): the label as the plain templates wrote it
+_BOLD_LABEL = re.compile(rb"\*\*([^*\n]{1,80}?)\*\*(?=[ \t]*:)")
+
+
+def plain_bold_labels(raw: bytes) -> bytes:
+    """A paste whose template labels are in Markdown bold: the labels without the asterisks."""
+    if len(raw) > UNWRAP_MAX_BYTES or b"**" not in raw:
+        return raw
+    return _BOLD_LABEL.sub(rb"\1", raw)
+
+
+# GitHub's issue forms (TensorFlow's since 2022) print each field as a heading and its answer
+# on a line of its own after a blank line: "### TensorFlow version", "", "2.18.0". Joined as
+# the older templates wrote them ("TensorFlow version: 2.18.0"), the lines that read those read
+# these; the answer's own line is left empty, so line numbers stay those of the input.
+_FORM_HEADING = re.compile(
+    rb"^#{2,4}[ \t]+(?P<label>(?i:tensorflow|tf|os|cuda|gpu|python|keras|operating|platform)"
+    rb"\b[^\n#]{0,60}?)[ \t]*$"
+)
+FORM_ANSWER_MAX = 160  # an answer, not a paragraph
+FORM_GAP_LINES = 2  # blank lines a form puts between a heading and its answer
+
+
+def join_form_fields(raw: bytes) -> bytes:
+    """Each issue-form heading that names a version, a platform or a GPU, with its one-line
+    answer after it."""
+    if len(raw) > UNWRAP_MAX_BYTES or b"#" not in raw:
+        return raw
+    lines = raw.split(b"\n")
+    joined = False
+    for i, line in enumerate(lines):
+        m = _FORM_HEADING.match(line) if line.startswith(b"#") else None
+        if m is None:
+            continue
+        for j in range(i + 1, min(i + 2 + FORM_GAP_LINES, len(lines))):
+            answer = lines[j].strip()
+            if not answer:
+                continue
+            if len(answer) <= FORM_ANSWER_MAX and not answer.startswith((b"#", b"```")):
+                lines[i] = m.group("label") + b": " + answer
+                lines[j] = b""
+                joined = True
+            break
+    return b"\n".join(lines) if joined else raw
+
+
 _PASTE_REPAIRS = (
     strip_gutter,
     strip_shared_prefix,
     split_escaped,
     plain_typography,
     plain_markdown,
+    plain_bold_labels,
+    join_form_fields,
     plain_html,
     unescape_html,
     unwrap,

@@ -1311,6 +1311,20 @@ def test_a_paste_copied_with_its_html_markup_gets_the_same_first_cause(
     assert [n for n, _ in iter_lines("first<br>\nKilled\n")] == [1, 2]
 
 
+def test_an_issue_forms_heading_takes_its_one_line_answer_and_nothing_else() -> None:
+    """A form's "### TensorFlow version" heading and its answer read as one field; a heading
+    before a code block or a paragraph, or one that names no version, platform or GPU, stays
+    as it is; line numbers stay those of the input."""
+    form = (
+        "### TensorFlow version\n\n2.18.0\n\n### Current behavior?\n\nIt crashes.\n\n"
+        "### GPU model and memory\n\n```\nnvidia-smi\n```\n"
+    )
+    got = list(iter_lines(form))
+    assert got[0] == (1, "TensorFlow version: 2.18.0") and got[2] == (3, "")
+    assert (5, "### Current behavior?") in got and (7, "It crashes.") in got
+    assert (9, "### GPU model and memory") in got and (12, "nvidia-smi") in got
+
+
 def test_the_joined_line_is_evidence_at_its_first_line_number() -> None:
     line = (
         "2018-03-05 13:43:54.533246: I tensorflow/core/common_runtime/gpu/gpu_device.cc:1283] "

@@ -34,6 +34,73 @@ def test_tf_2_11_and_later_on_native_windows_has_no_gpu() -> None:
     assert "2.10 was the last release" in text and "WSL2" in text
 
 
+def stated(log: str) -> dict[str, str]:
+    return {what: value for what, value, _ in diagnose(log.encode()).stated}
+
+
+def test_an_issue_forms_headed_answers_are_the_facts_they_name() -> None:
+    """GitHub's issue forms (TensorFlow's since 2022): each field a heading, its answer on a
+    line of its own; the same facts as the older templates' "Field: value" lines."""
+    form = (
+        "### TensorFlow version\n\nv2.12.0-rc1-12-g0db597d0d75 2.12.0\n\n### Custom code\n\nYes\n\n"
+        "### OS platform and distribution\n\nWin11\n\n### Python version\n\n3.10\n\n"
+        "### CUDA/cuDNN version\n\nCUDA 11.2 / cuDNN 8.1\n\n### Current behavior?\n\n"
+    )
+    assert stated(form) == {
+        "TensorFlow": "2.12.0",
+        "Platform": "native Windows",
+        "CUDA installed": "11.2",
+        "cuDNN installed (major)": "8",
+    }
+    got = first(form + LIST_GPUS)
+    assert got is not None and got[0] == "no_gpu_visible" and "2.10 was the last release" in got[2]
+
+
+@pytest.mark.parametrize(
+    ("line", "fact", "value"),
+    [
+        ("- **TensorFlow version (use command below)**: ('v1.2.0-rc2-21-g12f033d', '1.2.0')",
+         "TensorFlow", "1.2.0"),
+        ("- TensorFlow version (use command below): b'v1.12.0-rc2-3-ga6d8ffae09' 1.12.0",
+         "TensorFlow", "1.12.0"),
+        ("- TensorFlow version: 2.1.0rc0", "TensorFlow", "2.1.0"),
+        ("TensorFlow version: tf2.12.0", "TensorFlow", "2.12.0"),
+        ("tensorflow-gpu - 1.4.0", "TensorFlow", "1.4.0"),
+        ("My tensorflow version is 2.12.0.", "TensorFlow", "2.12.0"),
+        ("> Name: tensorflow\n> Version: 2.6.0", "TensorFlow", "2.6.0"),
+        ("- CUDA/cuDNN version: CUDA is 10.1, cuDNN is 7.6.5", "CUDA installed", "10.1"),
+        ("CUDA/cuDNN version : CUDA V7.5.17, CuDNN v6.0:", "CUDA installed", "7.5"),
+        ("- **CUDA/cuDNN version**: CUDA 8.0, cuDNN 5.1", "cuDNN installed (major)", "5"),
+        ("CUDA version: 12.5", "CUDA installed", "12.5"),
+        ("CUDA runtime version: 11.0.221", "CUDA installed", "11.0"),
+        ("3.     cudnn version :  8.0.4", "cuDNN installed (major)", "8"),
+        ("- Driver version: 390.87", "NVIDIA driver", "390.87"),
+        ("I cuda_diagnostics.cc:355] driver version file contents: \"\"\"NVRM version: NVIDIA "
+         "UNIX x86_64 Kernel Module  340.101  Thu Dec  1 15:18:11 PST 2016", "NVIDIA driver",
+         "340.101"),
+        ("I cuda_diagnostics.cc:200] libcuda reported version is: 340.101.0", "NVIDIA driver",
+         "340.101.0"),
+        ("- OS Platform and Distribution (e.g., Linux Ubuntu 16.04): windows 10", "Platform",
+         "native Windows"),
+    ],
+)  # fmt: skip
+def test_the_forms_people_state_versions_in(line: str, fact: str, value: str) -> None:
+    assert stated(line + "\n").get(fact) == value
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        # the driver's own CUDA ceiling is no install
+        "W external/local_xla/xla/service/gpu/nvptx_compiler.cc:930] The NVIDIA driver's CUDA "
+        "version is 12.4 which is older than the PTX compiler version 12.5.82.",
+        "| NVIDIA-SMI 535.104.05   Driver Version: 535.104.05   CUDA Version: 12.2     |",
+    ],
+)
+def test_a_cuda_version_that_is_the_drivers_is_not_an_install(line: str) -> None:
+    assert "CUDA installed" not in stated(line + "\n")
+
+
 @pytest.mark.parametrize(
     "log",
     [
