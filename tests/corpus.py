@@ -169,6 +169,18 @@ def container_logged(log: str) -> str:
     )
 
 
+def coloured(log: str) -> str:
+    """The log as a terminal's output saved with its colour codes (a CI log, `script`, a
+    notebook's coloured stream): each line in a colour, reset at its end."""
+    return "\n".join(f"\x1b[31m{line}\x1b[0m" for line in log.split("\n"))
+
+
+def notebook_json(log: str) -> str:
+    """The log as an .ipynb keeps a cell's output: each line a JSON string ending in a
+    written-out line break, a comma after it."""
+    return "\n".join(json.dumps(line + "\n") + "," for line in log.split("\n"))
+
+
 def last_line_cut(log: str, share: float = 0.7) -> str:
     """The log as a stored thread keeps it when its excerpt ends inside the last line: that
     line cut after `share` of its characters."""

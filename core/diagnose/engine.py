@@ -228,9 +228,7 @@ class Diagnoser:
         # last: the line numbers looked up above already counted most of the chunk's breaks
         self.lines_read += chunk.lines
         if raw and not raw.isspace():
-            end = len(raw)
-            while raw[end - 1] in _BLANK_BYTES:
-                end -= 1
+            end = _shown_end(raw)
             self.last_lines[chunk.source] = chunk.line_at(len(raw)) - raw.count(b"\n", end)
 
     def _bare_figures(self, chunk: Chunk) -> None:
@@ -338,7 +336,10 @@ class Diagnoser:
         """The TF version a prompt or pip show answered on the line after the question."""
         raw = chunk.raw
         stop = raw.find(b"\n", end + 1)
-        answer = _VERSION_ANSWER.match(raw[end + 1 : len(raw) if stop < 0 else stop])
+        after = raw[end + 1 : len(raw) if stop < 0 else stop][:MAX_LINE_CHARS]
+        if b"\x1b" in after:  # the answer in a terminal's colour
+            after = clean_line(after.decode("utf-8", "replace")).encode("utf-8")
+        answer = _VERSION_ANSWER.match(after)
         if answer is None:
             return
         text = answer.group(0).decode("ascii", "replace").strip()
@@ -1268,6 +1269,8 @@ def _last_line_cut(
     cut left the library's name whole: it, with its groups. A last line of one word is read as a
     one-word line a signature reads whole ("Killed") when it is that word cut, half of it left."""
     lines = chunk.text.rstrip().split("\n")
+    while len(lines) > 1 and not clean_line(lines[-1]).strip():  # a colour code alone
+        lines.pop()
     line = clean_line(lines[-1]).rstrip()
     last = line[-_CUT_MARK_LONGEST:].lower()
     mark = next((m for m in _CUT_MARKS if last.endswith(m)), None)
@@ -2161,6 +2164,22 @@ INITIALIZER_TINY_BYTES = 16 << 20  # a bias, a norm's scale: rarely the weight t
 
 _AND_TYPE = re.compile(r"and type (\w+)")
 _BLANK_BYTES = b" \t\r\n"
+
+
+def _shown_end(raw: bytes) -> int:
+    """Where the text's last shown character ends: blanks after it, and lines a terminal
+    shows empty (a colour code alone, "\\x1b[0m" reset at the end of output), left out."""
+    end = len(raw)
+    while True:
+        while end and raw[end - 1] in _BLANK_BYTES:
+            end -= 1
+        start = raw.rfind(b"\n", 0, end) + 1
+        tail = raw[start:end]
+        if start == 0 or b"\x1b" not in tail or clean_line(tail.decode("utf-8", "replace")).strip():
+            return end
+        end = start
+
+
 _INITIALIZER_ERRORS = ("oom_allocating_tensor", "dst_tensor_not_initialized")
 
 

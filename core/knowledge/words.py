@@ -30,9 +30,16 @@ TELLING_LOGS = 3  # a word said to point at a cause is in at least this many of 
 TELLING_LIFT = 3.0  # and this many times as likely in them as in the other logs
 
 
+# a terminal's colour code, blanked out before words are read: "\x1b[31mKilled" holds "Killed",
+# not "mKilled" (blanked, not removed, so each word keeps its offset in the text)
+_COLOUR = re.compile(rb"\x1b\[[0-9;?]*[ -/]*[@-~]")
+
+
 def words_in(raw: bytes) -> dict[str, int]:
     """The distinct words of a text, lower-cased, each with the offset of its first use."""
     out: dict[str, int] = {}
+    if b"\x1b" in raw:
+        raw = _COLOUR.sub(lambda m: b" " * len(m.group()), raw)
     for m in WORD.finditer(raw):
         word = m.group().lower().decode("ascii")
         if word not in out:

@@ -1742,6 +1742,11 @@ def test_a_paste_whose_last_line_stops_mid_message_reads_as_that_message() -> No
         b"(device: 0, name: GRID K520, pci bus id: 0000:00:03.0) with Cuda comp"
     )
     assert diagnose(ignored).causes[0].id == "unsupported_gpu_arch"
+    # a terminal's output, coloured, its colour reset on a line of its own at the end
+    coloured = b"\x1b[31m" + cut.rstrip() + b"\x1b[0m\n\x1b[0m\n"
+    d = diagnose(coloured)
+    assert d.causes[0].id == "illegal_memory_access_or_hw"
+    assert "stops mid-message" in d.causes[0].explanation
 
 
 def test_a_last_line_cut_where_several_messages_begin_alike_offers_each_as_a_candidate() -> None:

@@ -66,6 +66,11 @@ def test_words_are_read_lower_cased_once_each_with_where_first_used() -> None:
     assert "42" not in found and "0x7f" not in found and "ok" not in found  # too short
 
 
+def test_a_terminals_colour_codes_are_no_part_of_the_words() -> None:
+    text = b"\x1b[31mKilled\x1b[0m after \x1b[1;33mepoch"
+    assert words_in(text) == {"killed": 5, "after": 16, "epoch": 29}
+
+
 def test_the_cause_whose_logs_use_the_words_ranks_first() -> None:
     profile = _profile()
     assert profile.rank(words_in(PASTE.encode()))[0][0] == "unsupported_gpu_arch"

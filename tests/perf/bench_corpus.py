@@ -30,10 +30,12 @@ from tests.corpus import (
     TUNED_ON_SEALED,
     Case,
     cases,
+    coloured,
     container_logged,
     engine_for,
     hard_wrapped,
     last_line_cut,
+    notebook_json,
     reflowed,
     without_key_lines,
 )
@@ -191,6 +193,8 @@ def main() -> int:
                 p, f"hard-wrapped at {width} columns", partial(hard_wrapped, width=width), False
             )
         kept_when(p, "each line a container log's JSON record", container_logged, False)
+        kept_when(p, "each line in a terminal colour", coloured, False)
+        kept_when(p, "each line a notebook's JSON output string", notebook_json, False)
     sealed = results.get("sealed", 0.0)
     clean = [
         ok for (p, name), ok in RIGHT_FIRST.items() if p == "sealed" and name not in TUNED_ON_SEALED
