@@ -248,7 +248,7 @@ def _cc_without_version(
         return
     where = [stated.cc_newest_line] if stated.cc_newest_line else []
     no_gpu = gpu_symptom or stated.no_gpu_symptom is not None
-    if no_gpu and stated.no_gpu_symptom is not None:
+    if stated.no_gpu_symptom is not None:
         where.append(stated.no_gpu_symptom)
     if key < EVERY_BUILD_MIN_CC:
         add("unsupported_gpu_arch", 4.0, where)

@@ -734,8 +734,6 @@ def strip_gutter(raw: bytes) -> bytes:
     return b"\n".join(lines)
 
 
-# what a paste went through on its way, undone in this order (each returns it unchanged when
-# it has nothing to do); a paste is one chunk, never the tail of a big log
 # An issue template's field names in bold ("- **TensorFlow version (use command below)**: 1.4",
 # "**CUDA/cuDNN version** : 10.1"): the label as the plain templates wrote it
 _BOLD_LABEL = re.compile(rb"\*\*([^*\n]{1,80}?)\*\*(?=[ \t]*:)")
@@ -783,6 +781,8 @@ def join_form_fields(raw: bytes) -> bytes:
     return b"\n".join(lines) if joined else raw
 
 
+# what a paste went through on its way, undone in this order (each returns it unchanged when
+# it has nothing to do); a paste is one chunk, never the tail of a big log
 _PASTE_REPAIRS = (
     strip_gutter,
     strip_shared_prefix,
