@@ -336,10 +336,9 @@ class Diagnoser:
         """The TF version a prompt or pip show answered on the line after the question."""
         raw = chunk.raw
         stop = raw.find(b"\n", end + 1)
+        # cleaned as every line is: a quote's "> ", a terminal's colour, a collector's prefix
         after = raw[end + 1 : len(raw) if stop < 0 else stop][:MAX_LINE_CHARS]
-        if b"\x1b" in after:  # the answer in a terminal's colour
-            after = clean_line(after.decode("utf-8", "replace")).encode("utf-8")
-        answer = _VERSION_ANSWER.match(after)
+        answer = _VERSION_ANSWER.match(clean_line(after.decode("utf-8", "replace")).encode())
         if answer is None:
             return
         text = answer.group(0).decode("ascii", "replace").strip()
@@ -1143,15 +1142,22 @@ _ALLOCATION = re.compile(
 CUT_ALLOCATION = 1.6  # a candidate the user can confirm: the error line was left out
 
 
+def _shown_lines(chunk: Chunk) -> list[str]:
+    """The chunk's lines up to its last one with something to show: a trailing line that is
+    empty once cleaned (a collector's prefix alone, a colour reset alone) is no last line."""
+    lines = chunk.text.split("\n")
+    while lines and not clean_line(lines[-1]).strip():
+        lines.pop()
+    return lines
+
+
 def _traceback_cut_at_allocation(chunk: Chunk) -> tuple[str, int, str] | None:
     """The paste's last line, when it is the code a traceback's last frame ran and that code
     allocates a NumPy array: the paste (or the thread, which put the error in its title) left
     out the error line, and a MemoryError is what such a line raises when the RAM runs out."""
     if b"Traceback (most recent call last)" not in chunk.raw:
         return None
-    lines = chunk.text.split("\n")
-    while lines and not clean_line(lines[-1]).strip():  # a collector's prefix on an empty line
-        lines.pop()
+    lines = _shown_lines(chunk)
     if len(lines) < 3:
         return None
     code, frame = clean_line(lines[-1]), clean_line(lines[-2])
@@ -1268,9 +1274,7 @@ def _last_line_cut(
     library that did not load (whose weight the library decides) is read as whole when the
     cut left the library's name whole: it, with its groups. A last line of one word is read as a
     one-word line a signature reads whole ("Killed") when it is that word cut, half of it left."""
-    lines = chunk.text.rstrip().split("\n")
-    while len(lines) > 1 and not clean_line(lines[-1]).strip():  # a colour code alone
-        lines.pop()
+    lines = _shown_lines(chunk) or [""]
     line = clean_line(lines[-1]).rstrip()
     last = line[-_CUT_MARK_LONGEST:].lower()
     mark = next((m for m in _CUT_MARKS if last.endswith(m)), None)
@@ -3025,9 +3029,9 @@ def _shared_card_rule(
 
 
 # The answer to `tf.__version__` or pip show on the line after the question: '2.3.0', 2.3.0,
-# IPython's Out[2]: '2.3.0', pip's Version: 2.3.0 (in a quote too: "> Version: 2.6.0")
+# IPython's Out[2]: '2.3.0', pip's Version: 2.3.0
 _VERSION_ANSWER = re.compile(
-    rb"^\s*(?:>\s*)*(?:Out\[\d+\]:\s*|Version:\s*)?['\"]?(?P<v>[12]\.\d{1,2}(?:\.\d+)?)"
+    rb"^\s*(?:Out\[\d+\]:\s*|Version:\s*)?['\"]?(?P<v>[12]\.\d{1,2}(?:\.\d+)?)"
     rb"(?:-?(?:rc|dev)\d*)?['\"]?\s*$"
 )
 # A line of one worker process of a job, as the job's launcher tags it: Ray's "(pid=4240)" or
