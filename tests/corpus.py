@@ -181,6 +181,27 @@ def notebook_json(log: str) -> str:
     return "\n".join(json.dumps(line + "\n") + "," for line in log.split("\n"))
 
 
+VIEWER_WRAP = 70
+
+
+def viewer_wrapped(log: str, width: int = VIEWER_WRAP) -> str:
+    """The log as a page's log viewer gives it back (Colab's runtime logs): each line whole,
+    but the space where the viewer wrapped it, at about `width` columns, doubled."""
+    out = []
+    for line in log.split("\n"):
+        words, col, pieces = line.split(" "), 0, []
+        for i, word in enumerate(words):
+            if i:
+                wrap = col + 1 + len(word) > width
+                pieces.append("  " if wrap else " ")
+                col = len(word) if wrap else col + 1 + len(word)
+            else:
+                col = len(word)
+            pieces.append(word)
+        out.append("".join(pieces))
+    return "\n".join(out)
+
+
 def last_line_cut(log: str, share: float = 0.7) -> str:
     """The log as a stored thread keeps it when its excerpt ends inside the last line: that
     line cut after `share` of its characters."""

@@ -915,6 +915,11 @@ WORDED_SERIES = (
     ("memory_profiler_row", "Memory at one profiled line of code"),
     ("tracemalloc_stat", "Memory that tracemalloc counted at one line of code"),
 )
+# series that count things (live tensors, objects, graph operations), not bytes: a count is
+# exact, so one that rose at every one of many readings grew, however little (tensorflow#33178:
+# gc.get_objects() up 1.6% over six epochs, then the GPU ran out)
+COUNTED_SERIES = frozenset({"live_tensor_count", "object_count_line"})
+COUNTED_READINGS = 5
 # worded series whose lines begin with their own number (memory_profiler's line number,
 # tracemalloc's file:line): the same line again is the same series, another line never is
 NUMBERED_ROWS = frozenset({"memory_profiler_row", "tracemalloc_stat"})
@@ -928,18 +933,18 @@ def _series_rules(
     """Readings that keep growing: memory measured after step after step is a leak. Then, a
     reading below the first of its run starting another run (a restart, the run after a fix),
     each run judged alone. True when the leak rose at every one of many readings (`_steady`)."""
-    named = [(series.get(sid) or [], "Memory") for sid in MEMORY_SERIES]
+    named = [(series.get(sid) or [], "Memory", sid in COUNTED_SERIES) for sid in MEMORY_SERIES]
     worded = [
-        (group, what)
+        (group, what, sid in COUNTED_SERIES)
         for sid, what in WORDED_SERIES
         for group in _by_wording(series.get(sid) or [], keep_first=sid in NUMBERED_ROWS)
     ]
-    for readings, what in [*named, *worded]:
+    for readings, what, counted in [*named, *worded]:
         runs = _runs(readings)
         for run in [readings, *runs] if len(runs) > 1 else [readings]:
-            if _leak_in(run, what, add, notes):
+            if _leak_in(run, what, add, notes, counted=counted):
                 return _steady(run)
-    for readings, what in [*named, *worded]:
+    for readings, what, _ in [*named, *worded]:
         if _held_high(readings, what, add, notes):
             return False
     _bare_figures_rule(series.get("bare_figure") or [], add, notes)
@@ -1097,6 +1102,7 @@ def _leak_in(
     what: str,
     add: Any,
     notes: dict[str, list[str]],
+    counted: bool = False,
 ) -> bool:
     values = [v for _, v in readings]
     if len(values) < 3 or values[0] <= 0:
@@ -1104,10 +1110,12 @@ def _leak_in(
     ups = sum(b > a for a, b in itertools.pairwise(values))
     downs = sum(b < a for a, b in itertools.pairwise(values))
     growth = values[-1] / values[0] - 1
-    # a few readings must all rise and clearly (three: by half); a long series may dip now
-    # and then
-    enough = growth >= (0.03 if len(values) >= 5 else 0.10 if len(values) == 4 else 0.5)
     steps = len(values) - 1
+    # a few readings must all rise and clearly (three: by half); a long series may dip now
+    # and then; a count that rose at every one of many readings grew, by any amount
+    enough = growth >= (0.03 if len(values) >= 5 else 0.10 if len(values) == 4 else 0.5) or (
+        counted and len(values) >= COUNTED_READINGS and ups == steps
+    )
     # a staircase: never down, up now and then (an allocator's pool grown chunk by chunk, a
     # figure rounded or a dump taken twice between rises), and a good part of its growth in its
     # last third; one that climbed and then held is a warm-up, not a leak
@@ -1467,10 +1475,18 @@ def _asked_and_no_gpu(hits: Mapping[str, _Hit]) -> bool:
     return "gpu_list_empty" in hits or "gpu_device_not_found" in hits or _cpu_only_devices(hits)
 
 
-def _cpu_only_devices(hits: Mapping[str, _Hit]) -> bool:
-    """The log lists TensorFlow's devices and none of them is a GPU."""
+# every device a listing line names (print(tf.config.list_physical_devices()) writes them all
+# on one line, where the signature's match is only the first)
+_LISTED_KIND = re.compile(
+    r"(?:physical_device:|/device:|device_type[:=]\s*['\"])(XLA_CPU|XLA_GPU|CPU|GPU)\b"
+)
+
+
+def _device_kinds(hits: Mapping[str, _Hit]) -> set[str]:
+    """The kinds of device the log's device listings name (CPU, GPU, XLA_CPU, XLA_GPU)."""
     devices = hits.get("device_list_entry")
-    groups = devices.groups if devices else []
+    if devices is None:
+        return set()
     kinds = {
         g.get("kind")
         or g.get("phys")
@@ -1478,9 +1494,26 @@ def _cpu_only_devices(hits: Mapping[str, _Hit]) -> bool:
         or g.get("strategy")
         or g.get("listed")
         or g.get("listed_gpu")
-        for g in groups
+        for g in devices.groups
     }
+    kinds.update(m.group(1) for _, _, text in devices.lines for m in _LISTED_KIND.finditer(text))
+    kinds.discard(None)
+    return kinds  # type: ignore[return-value]
+
+
+def _cpu_only_devices(hits: Mapping[str, _Hit]) -> bool:
+    """The log lists TensorFlow's devices and none of them is a GPU."""
+    kinds = _device_kinds(hits)
     return bool(kinds) and not kinds & {"GPU", "XLA_GPU"}
+
+
+XLA_ONLY_WEIGHT = 3.4  # above the empty answer's own no_gpu_visible
+
+
+def _xla_gpu_without_gpu(hits: Mapping[str, _Hit]) -> bool:
+    """The log lists TensorFlow's devices: an XLA_GPU among them, and no GPU."""
+    kinds = _device_kinds(hits)
+    return "XLA_GPU" in kinds and "GPU" not in kinds
 
 
 def _noter(notes: dict[str, list[str]]) -> Callable[[str, str], None]:
@@ -1916,6 +1949,18 @@ def _context_rules(
     if devices and _cpu_only_devices(hits):
         add("no_gpu_visible", symptom_weight, devices.lines[:2])
         note("no_gpu_visible", "The devices TensorFlow lists are CPU only.")
+    elif devices and _xla_gpu_without_gpu(hits):
+        # TF 1.14-2.3 list an XLA_GPU whenever the driver finds the card; the GPU device itself
+        # needs the CUDA libraries TF opens (tensorflow#30748, #38990: CUDA 10.2 where the
+        # build wanted 10.1). The card is seen: its libraries did not load.
+        add("cuda_cudnn_version_mismatch", XLA_ONLY_WEIGHT, devices.lines[:2])
+        add("missing_cuda_libs", XLA_ONLY_WEIGHT - 0.4, devices.lines[:2])
+        for cid in ("cuda_cudnn_version_mismatch", "missing_cuda_libs"):
+            note(
+                cid,
+                "TensorFlow lists an XLA_GPU but no GPU: the driver found the card, and the "
+                "CUDA libraries TensorFlow needs for its GPU device did not load.",
+            )
 
     # TF 1.x printed free vs total memory when it created the device (1.0-1.2: two lines).
     readings: list[tuple[tuple[str, int, str], int | None, int | None]] = []

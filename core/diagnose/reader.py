@@ -746,6 +746,21 @@ def plain_bold_labels(raw: bytes) -> bytes:
     return _BOLD_LABEL.sub(rb"\1", raw)
 
 
+# a template's answer in Markdown inline code ("- CUDA/cuDNN version: `11.0 / v8.0.1`", as
+# TensorFlow's old issue template invited): the answer without its backticks, so the lines
+# that read "Field: value" read it (a label has no backtick; the code span ends on its line)
+_CODE_ANSWER = re.compile(
+    rb"(?m)^([ \t>]*+(?:[-*+][ \t]++)?[^\n:`]{1,80}:[ \t]*+)`([^`\n]{1,160})`"
+)
+
+
+def plain_code_answers(raw: bytes) -> bytes:
+    """A paste whose template answers are in inline code: the answers without the backticks."""
+    if len(raw) > UNWRAP_MAX_BYTES or b":" not in raw or b"`" not in raw:
+        return raw
+    return _CODE_ANSWER.sub(rb"\1\2", raw)
+
+
 # GitHub's issue forms (TensorFlow's since 2022) print each field as a heading and its answer
 # on a line of its own after a blank line: "### TensorFlow version", "", "2.18.0". Joined as
 # the older templates wrote them ("TensorFlow version: 2.18.0"), the lines that read those read
@@ -781,6 +796,26 @@ def join_form_fields(raw: bytes) -> bytes:
     return b"\n".join(lines) if joined else raw
 
 
+# a page that wrapped long lines and gave each wrap back as two spaces (Colab's runtime-log
+# viewer: "Cannot dlopen  some GPU libraries"): between two words, where TensorFlow writes
+# one, a second space is what the paste added, on every line it wrapped. Only a paste that
+# shows it between two lower-case words (which no log the corpus holds does), and not in the
+# lines of a table (nvidia-smi's).
+_WRAP_SPACES = re.compile(rb"[a-z,]  [a-z]")
+_DOUBLE_SPACE = re.compile(rb"(?<=\S)  (?=\S)")
+
+
+def single_spaces(raw: bytes) -> bytes:
+    """A paste whose words are now and then two spaces apart: one space between them."""
+    if len(raw) > UNWRAP_MAX_BYTES or _WRAP_SPACES.search(raw) is None:
+        return raw
+    lines = raw.split(b"\n")
+    for i, line in enumerate(lines):
+        if not line.lstrip().startswith((b"|", b"+")):
+            lines[i] = _DOUBLE_SPACE.sub(b" ", line)
+    return b"\n".join(lines)
+
+
 # what a paste went through on its way, undone in this order (each returns it unchanged when
 # it has nothing to do); a paste is one chunk, never the tail of a big log
 _PASTE_REPAIRS = (
@@ -790,9 +825,11 @@ _PASTE_REPAIRS = (
     plain_typography,
     plain_markdown,
     plain_bold_labels,
+    plain_code_answers,
     join_form_fields,
     plain_html,
     unescape_html,
+    single_spaces,
     unwrap,
 )
 

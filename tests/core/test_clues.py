@@ -373,6 +373,8 @@ def test_a_late_sync_failure_alone_is_only_a_candidate() -> None:
         ("| N/A   ERR!  ERR!   ERR! / ERR! |      0MiB / 11178MiB |    ERR!      Default |",
          "illegal_memory_access_or_hw"),
         ("kernel: low swap: killing pid 1234 (python3.9)", "host_oom"),
+        # bash's "Killed" in Chinese, glued to the progress bar the kill cut short
+        ("  1%|█▏ | 21/1423 [00:02<02:09, 10.81it/s]已杀死", "host_oom"),
     ],
     ids=["exclusive-mode", "xla-oom", "slurm-oom", "tf-self-check", "cudnn-symbol",
          "cudnn-version-tag", "tf0-cudnn", "dll-procedure", "op-on-absent-gpu", "lowercase-sigill",
@@ -390,7 +392,8 @@ def test_a_late_sync_failure_alone_is_only_a_candidate() -> None:
          "fabric-manager-802", "runtime-name-illegal-address", "runtime-name-newer-driver",
          "runtime-name-launch-timeout", "cudnn9-incompatible-driver", "cudnn9-arch-mismatch",
          "killed-spanish", "killed-polish-job", "sigill-french", "sigill-korean",
-         "eager-op-cpu-alloc", "nvidia-smi-err-row", "macos-low-swap"],
+         "eager-op-cpu-alloc", "nvidia-smi-err-row", "macos-low-swap",
+         "killed-chinese-after-progress"],
 )  # fmt: skip
 def test_more_wordings_of_known_causes(line: str, first: str) -> None:
     assert ranked(line)[:1] == [first]
@@ -2781,3 +2784,57 @@ def test_a_hosting_platform_stopping_the_job_for_its_memory_is_host_ram(notice: 
 def test_a_hosting_platform_reporting_another_exit_is_not_memory() -> None:
     exited = "The replica worker 2 exited with a non-zero status of 1. Termination reason: Error.\n"
     assert ranked(exited) == []
+
+
+def test_an_xla_gpu_listed_without_a_gpu_is_libraries_that_did_not_load() -> None:
+    """TF 1.14-2.3 list an XLA_GPU whenever the driver finds the card; only the GPU device
+    needs the CUDA libraries (tensorflow#38990: CUDA 10.2 where TF 2.1 wanted 10.1). A device
+    list with an XLA_GPU and no GPU is those libraries, not a GPU TensorFlow cannot see; one
+    with both is a healthy listing."""
+    listing = (
+        "[PhysicalDevice(name='/physical_device:CPU:0', device_type='CPU'),\n"
+        " PhysicalDevice(name='/physical_device:XLA_CPU:0', device_type='XLA_CPU'),\n"
+        " PhysicalDevice(name='/physical_device:XLA_GPU:0', device_type='XLA_GPU')]\n"
+        "Num GPUs: 0\n"
+    )
+    got = ranked(listing)
+    assert got[0] == "cuda_cudnn_version_mismatch" and "missing_cuda_libs" in got[:3]
+    healthy = listing.replace(
+        "XLA_GPU:0', device_type='XLA_GPU')]",
+        "XLA_GPU:0', device_type="
+        "'XLA_GPU'),\n PhysicalDevice(name='/physical_device:GPU:0', "
+        "device_type='GPU')]",
+    ).replace("Num GPUs: 0\n", "")
+    assert ranked(healthy) == []
+
+
+def test_a_count_of_objects_that_rose_at_every_epoch_is_a_leak_however_little() -> None:
+    """tensorflow#33178: gc.get_objects() up at each of six epochs (by 1.6% in all), then the
+    GPU ran out. A count is exact, so a small steady rise is growth; a count that went up and
+    down is not."""
+    counts = [223324, 225044, 225427, 225814, 226235, 226551, 226912]
+    rows = "".join(
+        f"gc objects: {n}\n[TRAIN]: End (epoch {i}): loss 1.0{i}\n" for i, n in enumerate(counts)
+    )
+    oom = (
+        "---------------------------------------------------------------------------\n"
+        "ResourceExhaustedError                    Traceback (most recent call last)\n"
+        "<ipython-input-6-b4dc6b381cfe> in <module>\n"
+    )
+    assert ranked(rows + oom)[0] == "memory_leak"
+    wavy = [223324, 225044, 224427, 225814, 225235, 226551, 225912]
+    rows = "".join(f"gc objects: {n}\n" for n in wavy)
+    assert ranked(rows + oom)[0] != "memory_leak"
+
+
+def test_cudnn_failing_to_launch_is_its_version_before_memory() -> None:
+    """TF 1.x's "cuDNN launch failure : input shape (...)": the handle was made, so the
+    memory was there; the threads that settled it changed cuDNN/CUDA to the tested build
+    (Roundtrip#4, tensorpack#1434). cuBLAS's "Blas GEMM launch failed" stays memory first."""
+    cudnn = (
+        "tensorflow.python.framework.errors_impl.InternalError: cuDNN launch failure : input "
+        "shape([1,3,933,613]) filter shape([7,7,3,64])\n"
+    )
+    assert ranked(cudnn)[0] == "cuda_cudnn_version_mismatch"
+    blas = "InternalError: Blas GEMM launch failed : a.shape=(100, 784), b.shape=(784, 10)\n"
+    assert ranked(blas)[0] == "gpu_memory_contention"

@@ -1874,3 +1874,40 @@ def test_a_failure_whose_message_was_cut_short_offers_its_candidates() -> None:
     d = diagnose(hint)
     assert d.causes[0].id == "gpu_oom"
     assert d.causes[0].confidence <= engine.CANDIDATE_CONFIDENCE
+
+
+def test_a_templates_answers_in_inline_code_are_read_as_stated_facts() -> None:
+    """TensorFlow's old issue template answered in backticks (tensorflow#41041): TF 2.2 with
+    CUDA 11.0 installed, and TF looking for libcudnn.so.7, is another version installed, not
+    a library missing. Without the backticks read, the same paste said "missing"."""
+    template = (
+        "- TensorFlow version: `2.2.0`\n"
+        "- CUDA/cuDNN version: `11.0 / v8.0.1`\n"
+        "2020-07-03 10:00:00.000000: W tensorflow/stream_executor/platform/default/"
+        "dso_loader.cc:55] Could not load dynamic library 'libcudnn.so.7'; dlerror: "
+        "libcudnn.so.7: cannot open shared object file: No such file or directory\n"
+    )
+    assert diagnose(template.encode()).causes[0].id == "cuda_cudnn_version_mismatch"
+    got = list(iter_lines("* CUDA/cuDNN version: `11.0 / v8.0.1`\nrun `nvidia-smi` now\n"))
+    assert got == [(1, "CUDA/cuDNN version: 11.0 / v8.0.1"), (2, "run `nvidia-smi` now")]
+
+
+def test_spaces_a_log_viewer_doubled_where_it_wrapped_hide_nothing() -> None:
+    """Colab's runtime-log viewer gives each wrap back as two spaces ("Cannot dlopen  some GPU
+    libraries"): the paste reads as TensorFlow wrote it; an nvidia-smi table keeps its
+    columns, and a log without such spaces is read as it is."""
+    viewer = (
+        "May 14, 2021, 4:54:43 PM | WARNING | 2021-05-14  14:54:43.022432: W  tensorflow/core/"
+        "common_runtime/gpu/gpu_device.cc:1766] Cannot dlopen  some GPU libraries. Please make "
+        "sure the missing libraries mentioned  above are installed properly if you would like "
+        "to use GPU.\n"
+    )
+    assert diagnose(viewer.encode()).causes[0].id == "missing_cuda_libs"
+    table = "|   0  GeForce GTX 1080    Off  | 00000000:01:00.0  On |\n"
+    assert "0  GeForce GTX 1080    Off  |" in [t for _, t in iter_lines(viewer + table)][1]
+    kept = 0
+    right = [c for c in corpus.cases("dev")[:120] if c.want != "none"]
+    for case in right:
+        wrapped = diagnose(corpus.viewer_wrapped(case.log).encode()).causes[:1]
+        kept += [c.id for c in wrapped] == [c.id for c in diagnose(case.log.encode()).causes[:1]]
+    assert kept >= 0.95 * len(right)

@@ -37,6 +37,7 @@ from tests.corpus import (
     last_line_cut,
     notebook_json,
     reflowed,
+    viewer_wrapped,
     without_key_lines,
 )
 
@@ -195,6 +196,7 @@ def main() -> int:
         kept_when(p, "each line a container log's JSON record", container_logged, False)
         kept_when(p, "each line in a terminal colour", coloured, False)
         kept_when(p, "each line a notebook's JSON output string", notebook_json, False)
+        kept_when(p, "each wrap a log viewer made given back as two spaces", viewer_wrapped, False)
     sealed = results.get("sealed", 0.0)
     clean = [
         ok for (p, name), ok in RIGHT_FIRST.items() if p == "sealed" and name not in TUNED_ON_SEALED
