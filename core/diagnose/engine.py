@@ -2837,6 +2837,7 @@ def _holders(hits: Mapping[str, _Hit], facts: Facts | None) -> list[tuple[str, i
                 lines.append(where)
 
     of("nvidia_smi_process", lambda g: int(g.get("mib", 0)) >= HOLDER_MIN_MIB)
+    of("nvidia_smi_apps_csv", lambda g: int(g.get("mib", 0)) >= HOLDER_MIN_MIB)
     of("nvidia_smi_memory", lambda g: int(g.get("used", 0)) >= 0.5 * int(g.get("total", 1) or 1))
     of(
         "tf1_free_memory",

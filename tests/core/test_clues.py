@@ -375,6 +375,18 @@ def test_a_late_sync_failure_alone_is_only_a_candidate() -> None:
         ("kernel: low swap: killing pid 1234 (python3.9)", "host_oom"),
         # bash's "Killed" in Chinese, glued to the progress bar the kill cut short
         ("  1%|█▏ | 21/1423 [00:02<02:09, 10.81it/s]已杀死", "host_oom"),
+        # TensorFlowOnSpark found every GPU taken by other processes
+        ("2017-10-19 02:09:36,597 WARNING (MainThread-4901) Unable to find available GPUs: "
+         "requested=1, available=0", "gpu_memory_contention"),
+        # Julia's CUDA packages: the CUDA they need is newer than the driver's
+        ("ERROR: LoadError: CUDA 10.0 is not supported by your driver (which supports up to "
+         "9.0)", "driver_too_old"),
+        # TensorFlow's configure step (a build on a Jetson): another cuDNN than asked for
+        ("Cuda Configuration Error: cuDNN version detected from /usr/lib/aarch64-linux-gnu/"
+         "include/cudnn.h (5.1.10) does not match TF_CUDNN_VERSION (6.0.21)",
+         "cuda_cudnn_version_mismatch"),
+        # an app's log, its line marked with an emoji
+        ("2025/12/23 15:39:05 | ℹ  - ❌ No GPUs detected", "no_gpu_visible"),
     ],
     ids=["exclusive-mode", "xla-oom", "slurm-oom", "tf-self-check", "cudnn-symbol",
          "cudnn-version-tag", "tf0-cudnn", "dll-procedure", "op-on-absent-gpu", "lowercase-sigill",
@@ -393,7 +405,8 @@ def test_a_late_sync_failure_alone_is_only_a_candidate() -> None:
          "runtime-name-launch-timeout", "cudnn9-incompatible-driver", "cudnn9-arch-mismatch",
          "killed-spanish", "killed-polish-job", "sigill-french", "sigill-korean",
          "eager-op-cpu-alloc", "nvidia-smi-err-row", "macos-low-swap",
-         "killed-chinese-after-progress"],
+         "killed-chinese-after-progress", "tfos-no-free-gpu", "julia-cuda-driver",
+         "configure-cudnn-version", "no-gpus-emoji"],
 )  # fmt: skip
 def test_more_wordings_of_known_causes(line: str, first: str) -> None:
     assert ranked(line)[:1] == [first]

@@ -1911,3 +1911,20 @@ def test_spaces_a_log_viewer_doubled_where_it_wrapped_hide_nothing() -> None:
         wrapped = diagnose(corpus.viewer_wrapped(case.log).encode()).causes[:1]
         kept += [c.id for c in wrapped] == [c.id for c in diagnose(case.log.encode()).causes[:1]]
     assert kept >= 0.95 * len(right)
+
+
+def test_nvidia_smis_process_query_as_csv_is_a_holder_as_its_table_is() -> None:
+    """`nvidia-smi --query-compute-apps=gpu_uuid,pid,process_name,used_gpu_memory
+    --format=csv` (what TensorFlowOnSpark prints when it finds no free GPU): a row holding
+    memory is another process on the GPU, as the table's row is; one holding almost nothing
+    is not."""
+    oom = _dev_log("038_gpu_memory_contention.txt")
+    csv = (
+        "gpu_uuid, pid, process_name, used_gpu_memory [MiB]\n"
+        "GPU-79610d46-faa4-d4b6-c33b-5112be24ce61, 4911, /usr/bin/python, {mib} MiB\n"
+    )
+    held = diagnose(oom.encode(), csv.format(mib=10888).encode(), names=["a.log", "q.csv"])
+    assert held.causes[0].id == "gpu_memory_contention"
+    assert any("10888 MiB" in e.text for e in held.causes[0].evidence)
+    idle = diagnose(oom.encode(), csv.format(mib=4).encode(), names=["a.log", "q.csv"])
+    assert idle.causes[0].id == "gpu_oom"
