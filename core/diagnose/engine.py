@@ -3135,6 +3135,25 @@ def default_diagnoser_parts() -> tuple[tuple[Signature, ...], dict[str, CauseInf
     return known_signatures.signatures(), known_causes.causes()
 
 
+def _case_blind(sig: Signature) -> Signature:
+    """The signature read without regard to case: its anchors lower-cased, its patterns
+    ignoring case."""
+    return replace(
+        sig,
+        anchors=tuple(dict.fromkeys(a.lower() for a in sig.anchors)),
+        pattern=re.compile(sig.pattern.pattern, sig.pattern.flags | re.IGNORECASE),
+        parts={k: re.compile(p.pattern, p.flags | re.IGNORECASE) for k, p in sig.parts.items()},
+    )
+
+
+@functools.cache
+def _case_blind_parts() -> tuple[tuple[Signature, ...], dict[str, CauseInfo]]:
+    """The shipped signatures for a paste with no capital letter in it (an issue title typed
+    in lower case, "could not load dynamic library 'cudart64_110.dll'")."""
+    sigs, causes = default_diagnoser_parts()
+    return tuple(_case_blind(s) for s in sigs), causes
+
+
 def new_diagnoser(words: Callable[[], WordProfile] | None = None) -> Diagnoser:
     """A fresh engine over the shipped signatures (for feeding chunks yourself); with `words`,
     it guesses candidates from a paste's wording when no rule reads it."""
@@ -3208,7 +3227,38 @@ def diagnose(
     found = d.result(facts=facts, exit_info=exit_info)
     if not pastes or (found.causes and found.causes[0].confidence > REREAD_JOINED_BELOW):
         return found
-    return _read_again_joined(pastes, found, facts, exit_info)
+    found = _read_again_joined(pastes, found, facts, exit_info)
+    return _read_again_case_blind(pastes, found, facts, exit_info)
+
+
+CASE_BLIND_NOTE = "(Read without regard to case: the paste has no capital letter.)"
+_CAPITAL = re.compile(rb"[A-Z]")
+_LETTER = re.compile(rb"[a-z]")
+
+
+def _read_again_case_blind(
+    pastes: list[Chunk], found: Diagnosis, facts: Facts | None, exit_info: ExitInfo | None
+) -> Diagnosis:
+    """A paste with no capital letter that no rule read (a title typed or lower-cased whole:
+    "could not load dynamic library 'cudart64_110.dll'"), read again with the signatures
+    blind to case. Only what a rule reads there replaces the first reading."""
+    if any(not c.guess for c in found.causes) or any(
+        _CAPITAL.search(c.raw) or not _LETTER.search(c.raw) for c in pastes
+    ):
+        return found
+    sigs, causes = _case_blind_parts()
+    d = Diagnoser(sigs, causes)
+    for chunk in pastes:
+        d.feed(chunk)
+    again = d.result(facts=facts, exit_info=exit_info)
+    if not again.causes:
+        return found
+    return replace(
+        again,
+        causes=tuple(
+            replace(c, explanation=f"{c.explanation} {CASE_BLIND_NOTE}") for c in again.causes
+        ),
+    )
 
 
 CUT_LINES_NOTE = "(Read with the lines the paste had cut in two joined again.)"

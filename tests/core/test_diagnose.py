@@ -1928,3 +1928,27 @@ def test_nvidia_smis_process_query_as_csv_is_a_holder_as_its_table_is() -> None:
     assert any("10888 MiB" in e.text for e in held.causes[0].evidence)
     idle = diagnose(oom.encode(), csv.format(mib=4).encode(), names=["a.log", "q.csv"])
     assert idle.causes[0].id == "gpu_oom"
+
+
+def test_a_paste_with_no_capital_letter_is_read_without_regard_to_case() -> None:
+    """An issue title typed in lower case ("could not load dynamic library
+    'cudart64_110.dll'") reads as the message it quotes, and says it was read so; a
+    lower-case sentence that names nothing stays silent, and a paste with capitals is read
+    as written (TensorFlow's own case). The corpus lower-cased whole stays mostly right."""
+    title = "could not load dynamic library 'cudart64_110.dll'; dlerror: cudart64_110.dll not found"
+    got = diagnose(title.encode()).causes
+    assert got and got[0].id in ("missing_cuda_libs", "cuda_cudnn_version_mismatch")
+    assert "without regard to case" in got[0].explanation
+    assert not [
+        c for c in diagnose(b"it ran all night and the loss went down").causes if not c.guess
+    ]
+    assert not diagnose(b"Blas gemm Launch failed\n").causes
+    right = kept = 0
+    for case in corpus.cases("dev")[:150]:
+        first = diagnose(case.log.encode()).causes[:1]
+        if case.want == "none" or not first or first[0].id != case.want:
+            continue
+        right += 1
+        lowered = diagnose(case.log.lower().encode()).causes[:1]
+        kept += bool(lowered) and lowered[0].id == case.want
+    assert kept >= 0.95 * right  # 0.86 read as written

@@ -197,6 +197,7 @@ def main() -> int:
         kept_when(p, "each line in a terminal colour", coloured, False)
         kept_when(p, "each line a notebook's JSON output string", notebook_json, False)
         kept_when(p, "each wrap a log viewer made given back as two spaces", viewer_wrapped, False)
+        kept_when(p, "lower-cased whole, as a title typed so", str.lower, False)
     sealed = results.get("sealed", 0.0)
     clean = [
         ok for (p, name), ok in RIGHT_FIRST.items() if p == "sealed" and name not in TUNED_ON_SEALED
