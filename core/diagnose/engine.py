@@ -1487,7 +1487,7 @@ def _device_kinds(hits: Mapping[str, _Hit]) -> set[str]:
     devices = hits.get("device_list_entry")
     if devices is None:
         return set()
-    kinds = {
+    named = (
         g.get("kind")
         or g.get("phys")
         or g.get("mapped")
@@ -1495,10 +1495,10 @@ def _device_kinds(hits: Mapping[str, _Hit]) -> set[str]:
         or g.get("listed")
         or g.get("listed_gpu")
         for g in devices.groups
-    }
+    )
+    kinds = {k for k in named if k}
     kinds.update(m.group(1) for _, _, text in devices.lines for m in _LISTED_KIND.finditer(text))
-    kinds.discard(None)
-    return kinds  # type: ignore[return-value]
+    return kinds
 
 
 def _cpu_only_devices(hits: Mapping[str, _Hit]) -> bool:

@@ -2819,6 +2819,16 @@ def test_an_xla_gpu_listed_without_a_gpu_is_libraries_that_did_not_load() -> Non
         "device_type='GPU')]",
     ).replace("Num GPUs: 0\n", "")
     assert ranked(healthy) == []
+    # print(tf.config.list_physical_devices()) writes them all on one line: the GPU in it is
+    # seen (it was read as a CPU-only listing, blaming healthy output)
+    one_line = (
+        "[PhysicalDevice(name='/physical_device:CPU:0', device_type='CPU'), PhysicalDevice(name="
+        "'/physical_device:GPU:0', device_type='GPU')]\n"
+    )
+    assert ranked(one_line) == []
+    assert ranked(
+        one_line.replace("GPU:0', device_type='GPU'", "XLA_CPU:0', device_type='XLA_CPU'")
+    )[:1] == ["no_gpu_visible"]
 
 
 def test_a_count_of_objects_that_rose_at_every_epoch_is_a_leak_however_little() -> None:
