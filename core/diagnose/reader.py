@@ -735,15 +735,20 @@ def strip_gutter(raw: bytes) -> bytes:
 
 
 # An issue template's field names in bold ("- **TensorFlow version (use command below)**: 1.4",
-# "**CUDA/cuDNN version** : 10.1"): the label as the plain templates wrote it
+# "**CUDA/cuDNN version** : 10.1"): the label as the plain templates wrote it; a list item's
+# bold label with its answer after it and no colon ("- **CUDA Compute Capability Version** 2.1",
+# faceswap's template) takes one
 _BOLD_LABEL = re.compile(rb"\*\*([^*\n]{1,80}?)\*\*(?=[ \t]*:)")
+_BOLD_ITEM_LABEL = re.compile(
+    rb"(?m)^([ \t]*+[-*+][ \t]++)\*\*([^*:\n]{1,80})\*\*[ \t]++(?=[^\s:])"
+)
 
 
 def plain_bold_labels(raw: bytes) -> bytes:
     """A paste whose template labels are in Markdown bold: the labels without the asterisks."""
     if len(raw) > UNWRAP_MAX_BYTES or b"**" not in raw:
         return raw
-    return _BOLD_LABEL.sub(rb"\1", raw)
+    return _BOLD_ITEM_LABEL.sub(rb"\1\2: ", _BOLD_LABEL.sub(rb"\1", raw))
 
 
 # a template's answer in Markdown inline code ("- CUDA/cuDNN version: `11.0 / v8.0.1`", as

@@ -1952,3 +1952,16 @@ def test_a_paste_with_no_capital_letter_is_read_without_regard_to_case() -> None
         lowered = diagnose(case.log.lower().encode()).causes[:1]
         kept += bool(lowered) and lowered[0].id == case.want
     assert kept >= 0.95 * right  # 0.86 read as written
+
+
+def test_a_templates_bold_labels_without_a_colon_are_read_as_fields() -> None:
+    """faceswap's template writes "- **CUDA Compute Capability Version** 2.1": a GTX 560,
+    below what any GPU build of TensorFlow runs on (faceswap-playground#76). A bold phrase
+    that is no list item's label stays as it is."""
+    template = (
+        "- **OS** Windows 10\n- **Faceswap method:** GPU\n"
+        "- **CUDA Compute Capability Version** 2.1\n- **Graphic Card:** Nvidia Geforce GTX 560\n"
+    )
+    assert diagnose(template.encode()).causes[0].id == "unsupported_gpu_arch"
+    got = [t for _, t in iter_lines(template + "**Note** this\n")]
+    assert got[0] == "OS: Windows 10" and got[-1] == "**Note** this"
