@@ -2836,8 +2836,8 @@ def _holders(hits: Mapping[str, _Hit], facts: Facts | None) -> list[tuple[str, i
             if keep(g):
                 lines.append(where)
 
-    of("nvidia_smi_process", lambda g: int(g.get("mib", 0)) >= HOLDER_MIN_MIB)
-    of("nvidia_smi_apps_csv", lambda g: int(g.get("mib", 0)) >= HOLDER_MIN_MIB)
+    for rows in ("nvidia_smi_process", "nvidia_smi_apps_csv"):  # its table, its CSV query
+        of(rows, lambda g: int(g.get("mib", 0)) >= HOLDER_MIN_MIB)
     of("nvidia_smi_memory", lambda g: int(g.get("used", 0)) >= 0.5 * int(g.get("total", 1) or 1))
     of(
         "tf1_free_memory",
@@ -3232,8 +3232,6 @@ def diagnose(
 
 
 CASE_BLIND_NOTE = "(Read without regard to case: the paste has no capital letter.)"
-_CAPITAL = re.compile(rb"[A-Z]")
-_LETTER = re.compile(rb"[a-z]")
 
 
 def _read_again_case_blind(
@@ -3242,23 +3240,15 @@ def _read_again_case_blind(
     """A paste with no capital letter that no rule read (a title typed or lower-cased whole:
     "could not load dynamic library 'cudart64_110.dll'"), read again with the signatures
     blind to case. Only what a rule reads there replaces the first reading."""
-    if any(not c.guess for c in found.causes) or any(
-        _CAPITAL.search(c.raw) or not _LETTER.search(c.raw) for c in pastes
-    ):
+    # bytes.islower(): a lower-case letter and no capital one
+    if any(not c.guess for c in found.causes) or not all(c.raw.islower() for c in pastes):
         return found
     sigs, causes = _case_blind_parts()
     d = Diagnoser(sigs, causes)
     for chunk in pastes:
         d.feed(chunk)
     again = d.result(facts=facts, exit_info=exit_info)
-    if not again.causes:
-        return found
-    return replace(
-        again,
-        causes=tuple(
-            replace(c, explanation=f"{c.explanation} {CASE_BLIND_NOTE}") for c in again.causes
-        ),
-    )
+    return _noted(again, CASE_BLIND_NOTE) if again.causes else found
 
 
 CUT_LINES_NOTE = "(Read with the lines the paste had cut in two joined again.)"
@@ -3285,10 +3275,14 @@ def _read_again_joined(
         found.causes and again.causes[0].confidence <= found.causes[0].confidence
     ):
         return found
-    causes = tuple(
-        replace(c, explanation=f"{c.explanation} {CUT_LINES_NOTE}") for c in again.causes
+    return _noted(again, CUT_LINES_NOTE)
+
+
+def _noted(d: Diagnosis, how: str) -> Diagnosis:
+    """The diagnosis with how the paste was read said at the end of each cause's explanation."""
+    return replace(
+        d, causes=tuple(replace(c, explanation=f"{c.explanation} {how}") for c in d.causes)
     )
-    return replace(again, causes=causes)
 
 
 @functools.cache
