@@ -1713,7 +1713,7 @@ def test_configure_on_native_windows_says_tf_has_no_gpu_there() -> None:
          "deep-learning framework may have preallocated more than its fair share), or may be "
          "because this binary was not built with support for the GPU in your machine.",
          "gpu_memory_contention"),
-        ("E tensorflow/stream_executor/cuda/cuda_fft.cc:223] failed to make cuFFT batched plan:5\n"
+        ("E tensorflow/stream_executor/cuda/cuda_fft.cc:223] failed to make cuFFT batched plan:2\n"
          "F tensorflow/stream_executor/cuda/cuda_fft.cc:435] failed to initialize batched cufft "
          "plan with customized allocator: Failed to make cuFFT batched plan.",
          "gpu_memory_contention"),
@@ -1789,7 +1789,7 @@ def test_a_leak_hunters_tools_showing_growth() -> None:
         ("NVIDIA GeForce RTX 3090 with CUDA capability sm_86 is not compatible with the current "
          "PyTorch installation.", "unsupported_gpu_arch"),
         ("E0000 00:00:1712000000.123456   12345 gpu_executor.cc:100] Failed to load in-memory "
-         "CUBIN (compiled for a different GPU?).", "unsupported_gpu_arch"),
+         "CUBIN (compiled for a different GPU?).", "xla_ptxas_libdevice"),
         ("torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB (GPU 0; "
          "7.79 GiB total capacity; 5.20 GiB already allocated; 1.00 GiB free; 6.30 GiB reserved "
          "in total by PyTorch)", "gpu_oom"),
@@ -2861,3 +2861,49 @@ def test_cudnn_failing_to_launch_is_its_version_before_memory() -> None:
     assert ranked(cudnn)[0] == "cuda_cudnn_version_mismatch"
     blas = "InternalError: Blas GEMM launch failed : a.shape=(100, 784), b.shape=(784, 10)\n"
     assert ranked(blas)[0] == "gpu_memory_contention"
+
+
+# cuFFT's plan code is its cufftResult: 2 is memory (CUFFT_ALLOC_FAILED), 5 an internal error
+# (a cuFFT older than the GPU: keithito/tacotron#300, an RTX 2070 under a CUDA 9.0 build), 11 an
+# invalid device (a driver older than the CUDA: jax-ml/jax#5147, CUDA 11.0 with driver 410)
+@pytest.mark.parametrize(
+    ("code", "first"),
+    [("2", "gpu_memory_contention"), ("5", "unsupported_gpu_arch"), ("11", "driver_too_old")],
+)
+def test_a_cufft_plan_failure_is_read_by_its_code(code: str, first: str) -> None:
+    log = (
+        "2019-08-23 10:57:05.092767: E tensorflow/stream_executor/cuda/cuda_fft.cc:261] failed "
+        f"to make cuFFT batched plan:{code}\n"
+        "2019-08-23 10:57:05.092788: F tensorflow/stream_executor/cuda/cuda_fft.cc:444] failed "
+        "to initialize batched cufft plan with customized allocator: Failed to make cuFFT "
+        "batched plan.\nAborted (core dumped)\n"
+    )
+    assert ranked(log)[:1] == [first]
+    # the fatal line alone, its code lost, is still read as memory
+    assert ranked(log.split("\n", 1)[1])[:1] == ["gpu_memory_contention"]
+
+
+def test_a_module_xla_compiled_and_the_driver_refused_is_ptxas_against_the_driver() -> None:
+    # jax-ml/jax#17976: ptxas did not know the GPU, the driver's compiler failed the same way;
+    # fixed by installing the right CUDA toolkit (its ptxas)
+    fell_back = (
+        "2023-10-06 13:14:53.374940: W external/xla/xla/stream_executor/gpu/asm_compiler.cc:232]"
+        " Falling back to the CUDA driver for PTX compilation; ptxas does not support CC 8.9\n"
+        "2023-10-06 13:14:53.424902: E external/xla/xla/stream_executor/cuda/cuda_driver.cc:864]"
+        " failed to load PTX text as a module: CUDA_ERROR_INVALID_IMAGE: device kernel image is "
+        "invalid\n"
+    )
+    assert ranked(fell_back)[:1] == ["xla_ptxas_libdevice"]
+    # jax-ml/jax#18572: a ptxas newer than the driver; the driver is named among the three
+    refused = (
+        "2023-11-17 07:58:13.935802: E external/xla/xla/pjrt/pjrt_stream_executor_client.cc:2461]"
+        " Execution of replica 0 failed: INTERNAL: Failed to load in-memory CUBIN (compiled for "
+        "a different GPU?).: CUDA_ERROR_INVALID_IMAGE: device kernel image is invalid"
+    )
+    assert ranked(refused)[:3] == ["xla_ptxas_libdevice", "driver_too_old", "unsupported_gpu_arch"]
+    # TensorFlow's own kernels, built ahead for the build's GPUs, are still the architecture
+    built = (
+        "tensorflow.python.framework.errors_impl.InternalError: CUDA runtime implicit "
+        "initialization on GPU:0 failed. Status: device kernel image is invalid"
+    )
+    assert ranked(built)[:1] == ["unsupported_gpu_arch"]
