@@ -2907,3 +2907,17 @@ def test_a_module_xla_compiled_and_the_driver_refused_is_ptxas_against_the_drive
         "initialization on GPU:0 failed. Status: device kernel image is invalid"
     )
     assert ranked(built)[:1] == ["unsupported_gpu_arch"]
+
+
+def test_no_device_under_a_driver_split_names_the_split() -> None:
+    # clab/dynet#1020: the driver was updated without a reboot; its kernel module and its
+    # libraries differ, so no device is found; a reboot cured it
+    log = (
+        "[dynet] initializing CUDA\n"
+        "   CUDA failure in cudaGetDeviceCount(&nDevices) \n"
+        "   no CUDA-capable device is detected\n"
+        "nvidia-smi failed to initialize nvml: driver/library version mismatch\n"
+    )
+    assert ranked(log)[:1] == ["driver_too_old"]
+    # no device and nothing else is still no GPU
+    assert ranked(log.rsplit("\n", 2)[0])[:1] == ["no_gpu_visible"]
